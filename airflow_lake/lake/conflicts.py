@@ -1,0 +1,53 @@
+"""Optimistic concurrency: does a commit still hold after the entries completed since it started?"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from airflow_lake.lake.errors import LakeCommitConflict, LakeInstantRolledBack
+from airflow_lake.lake.log import LogEntry
+
+
+@dataclass(frozen=True)
+class CommitIntent:
+    """What a commit depends on: the files it read and removes, the partitions it overwrites."""
+
+    instant: str
+    removes: frozenset[str] = frozenset()
+    reads: frozenset[str] = frozenset()
+    # Partitions whose whole content this commit replaces (`whole_table` for all of them).
+    overwrites: tuple[Mapping[str, str | None], ...] = ()
+    whole_table: bool = False
+
+
+def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
+    """Raise a retryable conflict if an entry completed since the writer's base invalidates it."""
+    touched = intent.removes | intent.reads
+    overwrite_keys = {tuple(sorted(p.items())) for p in intent.overwrites}
+    for entry in since:
+        if intent.instant in entry.rolled_back:
+            raise LakeInstantRolledBack(
+                f"instant {intent.instant} was rolled back by instant {entry.instant} (its heartbeat went "
+                "stale). Nothing of it was committed; run the job again.")
+        if entry.instant == intent.instant:
+            raise LakeCommitConflict(f"instant {intent.instant} is already in the log at {entry.seq}.")
+        if "spec" in entry.metadata and entry.action != "create":
+            raise LakeCommitConflict(
+                f"instant {entry.instant} changed the table spec meanwhile; run the job again.")
+        gone = touched.intersection(entry.removed)
+        if gone:
+            example = sorted(gone)[0]
+            raise LakeCommitConflict(
+                f"instant {entry.instant} ({entry.operation}) replaced {len(gone)} file(s) this job read or "
+                f"replaces, e.g. {example!r}. Nothing was committed; run the job again.")
+        if intent.whole_table and entry.added:
+            raise LakeCommitConflict(
+                f"instant {entry.instant} ({entry.operation}) added files while this job overwrote the "
+                "whole table. Nothing was committed; run the job again.")
+        if overwrite_keys:
+            hit = [f.path for f in entry.added if f.partition_key() in overwrite_keys]
+            if hit:
+                raise LakeCommitConflict(
+                    f"instant {entry.instant} ({entry.operation}) added {len(hit)} file(s) to partitions "
+                    f"this job overwrites, e.g. {hit[0]!r}. Nothing was committed; run the job again.")

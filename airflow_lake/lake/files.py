@@ -1,0 +1,67 @@
+"""Data files as a snapshot knows them: where, which partition and bucket, how big, and column stats."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """Min, max and null count of one column in one file (min/max None when unknown)."""
+
+    min: Any = None
+    max: Any = None
+    null_count: int = 0
+
+    def to_list(self) -> list[Any]:
+        """Compact JSON form [min, max, nulls]."""
+        return [self.min, self.max, self.null_count]
+
+    @classmethod
+    def from_list(cls, raw: list[Any]) -> ColumnStats:
+        """Inverse of `to_list`."""
+        return cls(raw[0], raw[1], int(raw[2]))
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One live Parquet file of a table, with the facts captured when it was written."""
+
+    path: str  # relative to the table root
+    partition: Mapping[str, str | None]  # canonical text of each partition column's value
+    rows: int
+    bytes: int
+    bucket: int | None = None
+    instant: str = ""  # the instant that added it
+    stats: Mapping[str, ColumnStats] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "path": self.path,
+            "partition": dict(self.partition),
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "bucket": self.bucket,
+            "instant": self.instant,
+            "stats": {k: v.to_list() for k, v in self.stats.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> DataFile:
+        """Inverse of `to_dict`."""
+        return cls(
+            path=raw["path"],
+            partition=dict(raw.get("partition") or {}),
+            rows=int(raw["rows"]),
+            bytes=int(raw["bytes"]),
+            bucket=raw.get("bucket"),
+            instant=raw.get("instant", ""),
+            stats={k: ColumnStats.from_list(v) for k, v in (raw.get("stats") or {}).items()},
+        )
+
+    def partition_key(self) -> tuple[tuple[str, str | None], ...]:
+        """Hashable partition identity."""
+        return tuple(sorted(self.partition.items()))

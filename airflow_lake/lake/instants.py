@@ -1,0 +1,175 @@
+"""Instants: one action of one writer, requested -> inflight -> completed (or rolled back).
+
+Pending instants live as small files under `_lake/pending/`; a completed or rolled-back instant is
+an entry of the commit log, and its pending files are then mere leftovers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_lake.lake import layout
+from airflow_lake.lake.storage import Storage
+
+REQUESTED, INFLIGHT, COMPLETED, ROLLED_BACK = "requested", "inflight", "completed", "rolled_back"
+ID_LENGTH = 17  # yyyyMMddHHmmssSSS, as Hudi
+
+
+@dataclass(frozen=True)
+class Instant:
+    """One instant as the timeline shows it."""
+
+    id: str
+    action: str
+    state: str
+    operation: str = ""
+    seq: int | None = None  # position in the commit log, once completed or rolled back
+    started_at: float | None = None
+    completed_at: float | None = None
+    request_id: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "id": self.id,
+            "action": self.action,
+            "state": self.state,
+            "operation": self.operation,
+            "seq": self.seq,
+            "started_at": self.started_at,
+            "completed_at": self.completed_at,
+            "request_id": self.request_id,
+            "metadata": dict(self.metadata),
+            "metrics": dict(self.metrics),
+        }
+
+
+def format_id(millis: int) -> str:
+    """The instant id of a UNIX time in milliseconds."""
+    stamp = dt.datetime.fromtimestamp(millis / 1000, tz=dt.UTC)
+    return stamp.strftime("%Y%m%d%H%M%S") + f"{millis % 1000:03d}"
+
+
+def id_millis(instant: str) -> int:
+    """Inverse of `format_id`."""
+    stamp = dt.datetime.strptime(instant[:14], "%Y%m%d%H%M%S").replace(tzinfo=dt.UTC)
+    return int(stamp.timestamp()) * 1000 + int(instant[14:17])
+
+
+def is_instant_id(text: str) -> bool:
+    """True if `text` looks like an instant id."""
+    return len(text) == ID_LENGTH and text.isdigit()
+
+
+def requested_file(instant: str) -> str:
+    """Pending file of a requested instant."""
+    return f"{layout.PENDING}/{instant}.requested.json"
+
+
+def inflight_file(instant: str) -> str:
+    """Pending file of an inflight instant."""
+    return f"{layout.PENDING}/{instant}.inflight.json"
+
+
+def heartbeat_file(instant: str) -> str:
+    """Heartbeat of an inflight instant's writer."""
+    return f"{layout.HEARTBEATS}/{instant}"
+
+
+def markers_dir(instant: str) -> str:
+    """Markers of the data files an instant started writing."""
+    return f"{layout.MARKERS}/{instant}"
+
+
+def request(storage: Storage, action: str, operation: str, metadata: Mapping[str, Any],
+            request_id: str | None, not_before: str | None = None) -> str:
+    """Reserve a new unique instant id by exclusively creating its requested file."""
+    millis = int(time.time() * 1000)
+    if not_before is not None:
+        millis = max(millis, id_millis(not_before) + 1)
+    while True:
+        instant = format_id(millis)
+        payload = {
+            "instant": instant,
+            "action": action,
+            "operation": operation,
+            "requested_at": time.time(),
+            "request_id": request_id,
+            "metadata": dict(metadata),
+        }
+        if storage.create_json(requested_file(instant), payload):
+            return instant
+        millis += 1
+
+
+def mark_inflight(storage: Storage, instant: str, base_seq: int) -> None:
+    """Record that a writer started working on an instant (who, from which snapshot)."""
+    storage.write_json(
+        inflight_file(instant),
+        {"instant": instant, "base_seq": base_seq, "started_at": time.time(),
+         "host": socket.gethostname(), "pid": os.getpid()},
+    )
+    storage.touch(heartbeat_file(instant))
+
+
+@dataclass(frozen=True)
+class PendingInstant:
+    """An instant with pending files and no log entry (yet, or because its writer died)."""
+
+    id: str
+    action: str
+    operation: str
+    inflight: bool
+    requested_at: float
+    request_id: str | None
+    metadata: Mapping[str, Any]
+    base_seq: int | None
+    last_beat: float  # last sign of life: heartbeat, else the newest pending file
+
+
+def pending(storage: Storage) -> list[PendingInstant]:
+    """All instants that have pending files, oldest first."""
+    names = storage.list(layout.PENDING)
+    ids = sorted({n.split(".", 1)[0] for n in names if n.endswith(".requested.json")})
+    out = []
+    for instant in ids:
+        try:
+            req = storage.read_json(requested_file(instant))
+        except FileNotFoundError:
+            continue  # finished meanwhile
+        has_inflight = f"{instant}.inflight.json" in names
+        base_seq = None
+        beats = [storage.mtime(requested_file(instant))]
+        if has_inflight:
+            try:
+                base_seq = storage.read_json(inflight_file(instant)).get("base_seq")
+                beats.append(storage.mtime(inflight_file(instant)))
+            except FileNotFoundError:
+                has_inflight = False
+        try:
+            beats.append(storage.mtime(heartbeat_file(instant)))
+        except FileNotFoundError:
+            pass
+        out.append(PendingInstant(
+            id=instant, action=req["action"], operation=req.get("operation", req["action"]),
+            inflight=has_inflight, requested_at=float(req.get("requested_at", 0.0)),
+            request_id=req.get("request_id"), metadata=req.get("metadata") or {},
+            base_seq=base_seq, last_beat=max(beats),
+        ))
+    return out
+
+
+def remove_pending(storage: Storage, instant: str) -> None:
+    """Delete the pending files, heartbeat and markers of a finished instant."""
+    storage.delete_tree(markers_dir(instant))
+    storage.delete(heartbeat_file(instant))
+    storage.delete(inflight_file(instant))
+    storage.delete(requested_file(instant))

@@ -1,0 +1,27 @@
+"""Where a table keeps its metadata, relative to the table root."""
+
+from __future__ import annotations
+
+META = "_lake"
+LOG = f"{META}/log"  # completed actions, one JSON file per sequence number, created exclusively
+PENDING = f"{META}/pending"  # requested / inflight instants not (yet) in the log
+HEARTBEATS = f"{META}/heartbeats"  # touched by a live writer
+MARKERS = f"{META}/markers"  # one empty file per data file an instant started writing
+CHECKPOINTS = f"{META}/checkpoints"  # the folded table state every N sequence numbers
+LAST_CHECKPOINT = f"{META}/_last_checkpoint.json"
+
+
+def log_file(seq: int) -> str:
+    """Relative path of the log entry with sequence number `seq`."""
+    return f"{LOG}/{seq:020d}.json"
+
+
+def checkpoint_file(seq: int) -> str:
+    """Relative path of the checkpoint taken after `seq`."""
+    return f"{CHECKPOINTS}/{seq:020d}.json"
+
+
+def seq_of(name: str) -> int | None:
+    """Sequence number of a log or checkpoint file name, or None for other names."""
+    stem = name[:-5] if name.endswith(".json") else ""
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None

@@ -1,0 +1,111 @@
+"""Rolling back instants whose writer died or gave up, and removing what they left behind.
+
+A rollback is itself a log entry naming the instants it rolls back, appended *before* any file is
+deleted. A writer that was only slow and later tries to complete finds that entry among the ones
+completed since it started and aborts, so a live commit can never lose its files.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from airflow_lake.lake import instants
+from airflow_lake.lake.errors import LakeError
+from airflow_lake.lake.log import LogEntry
+
+if TYPE_CHECKING:
+    from airflow_lake.lake.table import LakeTable
+
+log = logging.getLogger(__name__)
+
+
+def delete_written_files(table: LakeTable, instant: str) -> int:
+    """Delete the data files an unfinished instant wrote, found through its markers."""
+    prefix = instants.markers_dir(instant) + "/"
+    deleted = 0
+    for marker in table.storage.walk_files(instants.markers_dir(instant)):
+        data_path = marker[len(prefix):] if marker.startswith(prefix) else marker
+        if table.storage.delete(data_path):
+            deleted += 1
+    return deleted
+
+
+def rollback_instants(table: LakeTable, ids: Iterable[str], reason: str,
+                      request_id: str | None = None) -> LogEntry | None:
+    """Roll back unfinished instants (no liveness check: callers decide they are dead)."""
+    todo = list(dict.fromkeys(ids))
+    state = table.state()
+    finished = [i for i in todo if i in state.instants or i in state.rolled_back]
+    todo = [i for i in todo if i not in finished]
+    entry = None
+    if todo:
+        info = {p.id: {"action": p.action, "operation": p.operation, "request_id": p.request_id}
+                for p in instants.pending(table.storage) if p.id in todo}
+
+        def still_todo(since: list[LogEntry]) -> bool:
+            done = {e.instant for e in since} | {i for e in since for i in e.rolled_back}
+            todo[:] = [i for i in todo if i not in done]
+            return bool(todo)
+
+        entry = table.append_entry("rollback", "rollback", rolled_back=todo, precheck=still_todo,
+                                   metadata={"reason": reason, "instants": info},
+                                   request_id=request_id,
+                                   metrics_of=lambda: {"rolled_back": list(todo)})
+    files_deleted = 0
+    for instant in [*todo, *finished]:
+        if instant in todo or instant in state.rolled_back:
+            files_deleted += delete_written_files(table, instant)
+        instants.remove_pending(table.storage, instant)
+    if todo:
+        log.info("rolled back instants %s (%s): %d file(s) deleted", todo, reason, files_deleted)
+    return entry
+
+
+def recover(table: LakeTable, timeout: float | None = None, request_id: str | None = None) -> LogEntry | None:
+    """Roll back every unfinished instant whose writer is dead (no heartbeat for `timeout` seconds).
+
+    Requested `replace` instants are plans waiting to be executed, not debris, and are kept.
+    """
+    limit = table.spec.float_property("heartbeat.timeout.seconds") if timeout is None else timeout
+    state = table.state()
+    now = time.time()
+    dead, leftovers = [], []
+    for item in instants.pending(table.storage):
+        if item.id in state.instants or item.id in state.rolled_back:
+            leftovers.append(item.id)
+        elif (item.inflight or item.action != "replace") and now - item.last_beat > limit:
+            dead.append(item.id)
+    for instant in leftovers:  # finished instants whose writer died before tidying up
+        if instant in state.rolled_back:
+            delete_written_files(table, instant)
+        instants.remove_pending(table.storage, instant)
+    if not dead:
+        return None
+    log.info("instants %s have no heartbeat for over %.0f s: rolling them back", dead, limit)
+    return rollback_instants(table, dead, reason=f"writer dead (no heartbeat for {limit:.0f} s)",
+                             request_id=request_id)
+
+
+def rollback(table: LakeTable, ids: Iterable[str], request_id: str | None = None) -> LogEntry | None:
+    """Roll back the named pending instants; refuse completed ones and ones whose writer is alive."""
+    limit = table.spec.float_property("heartbeat.timeout.seconds")
+    pending = {p.id: p for p in instants.pending(table.storage)}
+    state = table.state()
+    now = time.time()
+    for instant in ids:
+        if instant in state.rolled_back:
+            continue
+        if instant in state.instants:
+            raise LakeError(f"instant {instant} is completed; only pending instants can be rolled back. "
+                            "Fix: to undo its data, overwrite the affected partitions.")
+        item = pending.get(instant)
+        if item is None:
+            raise LakeError(f"instant {instant} is not pending on this table. Fix: pick one from "
+                            "`airflow-lake timeline`.")
+        if item.inflight and now - item.last_beat <= limit:
+            raise LakeError(f"instant {instant} is alive (heartbeat {now - item.last_beat:.0f} s ago, timeout "
+                            f"{limit:.0f} s); a live writer is never rolled back. Fix: stop its job or wait.")
+    return rollback_instants(table, ids, reason="requested", request_id=request_id)

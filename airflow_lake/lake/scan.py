@@ -1,0 +1,65 @@
+"""A scan: the files of one snapshot that may hold rows passing the filters, and reading them with Spark."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import reduce
+from typing import TYPE_CHECKING
+
+from airflow_lake.lake.files import DataFile
+from airflow_lake.lake.filters import Filter
+from airflow_lake.lake.snapshot import Snapshot
+from airflow_lake.lake.spark_schema import to_struct
+from airflow_lake.lake.storage import Storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class Scan:
+    """Files selected from a snapshot; `files_skipped` were proven by their stats to hold no match."""
+
+    storage: Storage
+    snapshot: Snapshot
+    filters: tuple[Filter, ...]
+    files: tuple[DataFile, ...]
+
+    @property
+    def files_total(self) -> int:
+        """Live files in the snapshot."""
+        return len(self.snapshot.files)
+
+    @property
+    def files_skipped(self) -> int:
+        """Live files not read."""
+        return self.files_total - len(self.files)
+
+    def to_df(self, spark: SparkSession, columns: Sequence[str] | None = None) -> DataFrame:
+        """Read the selected files with Spark and apply the filters row by row."""
+        schema = to_struct(self.snapshot.spec)
+        if self.files:
+            paths = [self.storage.uri(f.path) for f in self.files]
+            df = spark.read.schema(schema).parquet(*paths)
+        else:
+            df = spark.createDataFrame([], schema)
+        if self.filters:
+            df = df.where(reduce(lambda a, b: a & b, (_predicate(f) for f in self.filters)))
+        if columns:
+            df = df.select(*[f"`{c}`" for c in columns])
+        return df
+
+
+def _predicate(flt: Filter) -> Column:
+    from pyspark.sql import functions as F
+
+    col = F.col(f"`{flt.column}`")
+    if flt.op == "=":
+        return col == F.lit(flt.value)
+    if flt.op == "in":
+        return col.isin(list(flt.value))
+    if flt.op == "between":
+        return col.between(F.lit(flt.value[0]), F.lit(flt.value[1]))
+    ops = {"<": col.__lt__, "<=": col.__le__, ">": col.__gt__, ">=": col.__ge__}
+    return ops[flt.op](F.lit(flt.value))  # type: ignore[no-any-return]

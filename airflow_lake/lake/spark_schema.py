@@ -1,0 +1,87 @@
+"""The table schema in Spark terms, and conforming a source DataFrame to it before anything is written."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from airflow_lake.lake.errors import LakeSchemaError
+from airflow_lake.lake.spec import TableSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType, StructType
+
+# Source type -> table types it may be written to without losing information.
+_WIDENINGS: dict[str, frozenset[str]] = {
+    "tinyint": frozenset({"smallint", "int", "bigint", "double"}),
+    "smallint": frozenset({"int", "bigint", "double"}),
+    "int": frozenset({"bigint", "double"}),
+    "bigint": frozenset(),
+    "float": frozenset({"double"}),
+    "void": frozenset({"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "string",
+                       "binary", "date", "timestamp", "timestamp_ntz"}),
+}
+
+
+def spark_type(type_name: str) -> DataType:
+    """The pyspark DataType of a canonical type name."""
+    from pyspark.sql import types as T
+
+    simple: dict[str, DataType] = {
+        "boolean": T.BooleanType(), "tinyint": T.ByteType(), "smallint": T.ShortType(),
+        "int": T.IntegerType(), "bigint": T.LongType(), "float": T.FloatType(), "double": T.DoubleType(),
+        "string": T.StringType(), "binary": T.BinaryType(), "date": T.DateType(),
+        "timestamp": T.TimestampType(), "timestamp_ntz": T.TimestampNTZType(),
+    }
+    if type_name in simple:
+        return simple[type_name]
+    precision, scale = type_name[len("decimal("):-1].split(",")
+    return T.DecimalType(int(precision), int(scale))
+
+
+def to_struct(spec: TableSpec) -> StructType:
+    """The Spark schema of a table (nullable everywhere: nullability is checked at write time)."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(c.name, spark_type(c.type), True) for c in spec.columns])
+
+
+def _type_name(data_type: DataType) -> str:
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.NullType):
+        return "void"
+    if isinstance(data_type, T.StringType | T.VarcharType | T.CharType):
+        return "string"
+    return str(data_type.simpleString())
+
+
+def conform(df: DataFrame, spec: TableSpec) -> DataFrame:
+    """Select the table's columns from `df` in table order, or raise naming every mismatch and the fix."""
+    from pyspark.sql import functions as F
+
+    source = {f.name.lower(): f for f in df.schema.fields}
+    wanted = {c.name.lower() for c in spec.columns}
+    problems = []
+    missing = [c.name for c in spec.columns if c.name.lower() not in source]
+    if missing:
+        problems.append(f"the source lacks column(s) {missing}; select them "
+                        f"(e.g. CAST(NULL AS {spec.column(missing[0]).type.upper()}) AS {missing[0]})")
+    extra = [f.name for f in df.schema.fields if f.name.lower() not in wanted]
+    if extra:
+        problems.append(f"the source has column(s) {extra} that the table does not; drop them from the "
+                        "query or create the table with them")
+    selected = []
+    for col in spec.columns:
+        field = source.get(col.name.lower())
+        if field is None:
+            continue
+        have = _type_name(field.dataType)
+        if have != col.type and col.type not in _WIDENINGS.get(have, frozenset()):
+            problems.append(f"column {col.name!r} is {have} in the source but {col.type} in the table; "
+                            f"write CAST({col.name} AS {col.type.upper()}) in the query")
+            continue
+        selected.append(F.col(f"`{field.name}`").cast(spark_type(col.type)).alias(col.name))
+    if problems:
+        raise LakeSchemaError("schema mismatch, nothing was written: " + "; ".join(problems) + ".")
+    return df.select(*selected)

@@ -1,0 +1,225 @@
+"""`LakeTable`: the one façade over a lake table's spec, timeline, snapshots, reads and commits."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.lake import clean as clean_module
+from airflow_lake.lake import instants, recovery
+from airflow_lake.lake.errors import LakeSnapshotNotFound, LakeSpecError, LakeTableExists, LakeTableNotFound
+from airflow_lake.lake.filters import parse_filters, may_match
+from airflow_lake.lake.instants import Instant
+from airflow_lake.lake.log import CommitLog, LogEntry
+from airflow_lake.lake.scan import Scan
+from airflow_lake.lake.snapshot import Snapshot, SnapshotResolver, TableState, snapshot_of
+from airflow_lake.lake.spec import TableSpec
+from airflow_lake.lake.storage import Storage
+from airflow_lake.lake.transaction import Transaction
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+AsOf = int | str | None
+
+
+class LakeTable:
+    """A lake table at a URL. Use `LakeTable.create` or `LakeTable.open`."""
+
+    def __init__(self, url: str) -> None:
+        self.storage = Storage(url)
+        self.log = CommitLog(self.storage)
+        self._resolver = SnapshotResolver(self.storage, self.log)
+
+    def __repr__(self) -> str:
+        return f"LakeTable({self.url!r})"
+
+    @property
+    def url(self) -> str:
+        """The table's normalized URL."""
+        return self.storage.url
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str, spec: TableSpec | Mapping[str, Any], *, exist_ok: bool = False,
+               request_id: str | None = None) -> LakeTable:
+        """Create a table (log entry 0 holds its spec). With `exist_ok`, an identical table is fine."""
+        table_spec = spec if isinstance(spec, TableSpec) else TableSpec.from_dict(spec)
+        table = cls(path)
+        now = time.time()
+        entry = LogEntry(seq=0, instant=instants.format_id(int(now * 1000)), action="create",
+                         operation="create_table", started_at=now, completed_at=now,
+                         request_id=request_id, metadata={"spec": table_spec.to_dict()},
+                         metrics={"columns": len(table_spec.columns), "created": True})
+        if table.log.head() < 0 and table.log.try_append(entry):
+            log.info("created lake table %s", table.url)
+            return table
+        existing = table.spec
+        if exist_ok and existing == table_spec:
+            return table
+        if exist_ok:
+            raise LakeTableExists(f"a lake table with a different spec exists at {table.url!r}. Fix: use "
+                                  "another path, or give the existing spec (see `airflow-lake show`).")
+        raise LakeTableExists(f"a lake table already exists at {table.url!r}. Fix: pass exist_ok=True "
+                              "(if_exists='ignore') or use another path.")
+
+    @classmethod
+    def open(cls, path: str) -> LakeTable:
+        """Open an existing table."""
+        table = cls(path)
+        if table.log.head() < 0:
+            raise LakeTableNotFound(f"no lake table at {table.url!r}. Fix: create it first (operation "
+                                    "create_table) or check the path.")
+        return table
+
+    @staticmethod
+    def exists(path: str) -> bool:
+        """True if a lake table exists at `path`."""
+        return CommitLog(Storage(path)).head() >= 0
+
+    # -- state, snapshots, timeline ------------------------------------------------------------------
+    def state(self, seq: int | None = None) -> TableState:
+        """The folded state after log entry `seq` (default: the latest). Treat as read-only."""
+        return self._resolver.state(seq)
+
+    @property
+    def spec(self) -> TableSpec:
+        """The table spec of the latest snapshot."""
+        return TableSpec.from_dict(self.state().spec)
+
+    def resolve(self, as_of: AsOf) -> int:
+        """The log sequence number of `as_of`: None (latest), a sequence number or an instant id."""
+        latest = self.state()
+        if as_of is None:
+            return latest.seq
+        if isinstance(as_of, bool):
+            raise LakeSpecError("as_of", f"{as_of!r} is not a snapshot.", "Give a sequence number or instant id.")
+        if isinstance(as_of, int):
+            return as_of
+        text = str(as_of).strip()
+        if instants.is_instant_id(text):
+            if text in latest.instants:
+                return latest.instants[text]
+            raise LakeSnapshotNotFound(f"instant {text} is not completed on {self.url!r}. Fix: pick a "
+                                       "completed instant from `airflow-lake timeline`.")
+        if text.isdigit():
+            return int(text)
+        raise LakeSpecError("as_of", f"{as_of!r} is neither a sequence number nor an instant id.",
+                            "Give e.g. 3 or 20261121054330123.")
+
+    def snapshot(self, as_of: AsOf = None) -> Snapshot:
+        """The table as of an instant or sequence number (time travel), default the latest."""
+        seq = self.resolve(as_of)
+        latest = self.state()
+        return snapshot_of(self.state(seq), cleaned_before=latest.cleaned_before)
+
+    def timeline(self, limit: int | None = None) -> list[Instant]:
+        """Instants in log order (completed and rolled back), then pending ones; `limit` keeps the last N."""
+        head = self.log.head()
+        first = 0 if limit is None else max(0, head - limit + 1)
+        out: list[Instant] = []
+        for entry in self.log.entries(first - 1, head):
+            for rolled in entry.rolled_back:
+                info = entry.metadata.get("instants", {}).get(rolled, {})
+                out.append(Instant(rolled, info.get("action", "?"), instants.ROLLED_BACK,
+                                   info.get("operation", ""), seq=entry.seq, completed_at=entry.completed_at,
+                                   request_id=info.get("request_id")))
+            out.append(Instant(entry.instant, entry.action, instants.COMPLETED, entry.operation, seq=entry.seq,
+                               started_at=entry.started_at, completed_at=entry.completed_at,
+                               request_id=entry.request_id, metadata=entry.metadata, metrics=entry.metrics))
+        state = self.state()
+        for item in instants.pending(self.storage):
+            if item.id in state.instants or item.id in state.rolled_back:
+                continue
+            out.append(Instant(item.id, item.action, instants.INFLIGHT if item.inflight else instants.REQUESTED,
+                               item.operation, started_at=item.requested_at, request_id=item.request_id,
+                               metadata=item.metadata))
+        return out
+
+    def entries_since(self, seq: int) -> list[LogEntry]:
+        """Log entries completed after `seq`, in order."""
+        return list(self.log.entries(seq))
+
+    def find_request(self, request_id: str) -> LogEntry | None:
+        """The completed entry recorded with `request_id` (makes retries idempotent), if any."""
+        seq = self.state().requests.get(request_id)
+        return None if seq is None else self.log.read(seq)
+
+    # -- reads ---------------------------------------------------------------------------------------
+    def scan(self, filters: Iterable[Sequence[Any]] | None = None, as_of: AsOf = None) -> Scan:
+        """Plan a read: the snapshot's files that may match `filters` (files_skipped tells how many not)."""
+        snap = self.snapshot(as_of)
+        parsed = parse_filters(filters, snap.spec)
+        files = tuple(f for f in snap.files if may_match(f, parsed, snap.spec))
+        return Scan(self.storage, snap, tuple(parsed), files)
+
+    def read(self, spark: SparkSession, as_of: AsOf = None, filters: Iterable[Sequence[Any]] | None = None,
+             columns: Sequence[str] | None = None) -> DataFrame:
+        """Read a snapshot as a Spark DataFrame, skipping files by their stats."""
+        scan = self.scan(filters, as_of)
+        log.info("scan of %s at %d: %d of %d file(s) read, %d skipped", self.url, scan.snapshot.seq,
+                 len(scan.files), scan.files_total, scan.files_skipped)
+        return scan.to_df(spark, columns)
+
+    # -- writes --------------------------------------------------------------------------------------
+    def begin(self, action: str, operation: str, metadata: Mapping[str, Any] | None = None,
+              request_id: str | None = None, recover: bool = True) -> Transaction:
+        """Start a transaction; first rolls back instants whose writer died."""
+        if recover:
+            recovery.recover(self)
+        return Transaction(self, action, operation, self.state(), metadata or {}, request_id)
+
+    def append_entry(self, action: str, operation: str, *, added: Sequence[Any] = (),
+                     removed: Sequence[str] = (), rolled_back: Sequence[str] = (),
+                     metadata: Mapping[str, Any] | None = None, request_id: str | None = None,
+                     precheck: Callable[[list[LogEntry]], bool] | None = None,
+                     metrics_of: Callable[[], Mapping[str, Any]] | None = None) -> LogEntry | None:
+        """Append a small entry (rollback, clean) under a fresh instant; `precheck` may veto it."""
+        base = self.state()
+        instant = instants.request(self.storage, action, operation, metadata or {}, request_id,
+                                   not_before=base.instant or None)
+        started = time.time()
+        checked = base.seq
+        try:
+            while True:
+                head = self.log.head()
+                since = list(self.log.entries(checked, head))
+                checked = head
+                if precheck is not None and not precheck(since):
+                    return None
+                now = time.time()
+                entry = LogEntry(seq=head + 1, instant=instant, action=action, operation=operation,
+                                 started_at=started, completed_at=now, base_seq=base.seq,
+                                 added=tuple(added), removed=tuple(removed), rolled_back=tuple(rolled_back),
+                                 request_id=request_id, metadata=dict(metadata or {}),
+                                 metrics=dict(metrics_of() if metrics_of else {}))
+                if self.log.try_append(entry):
+                    self.after_commit(entry)
+                    return entry
+        finally:
+            instants.remove_pending(self.storage, instant)
+
+    def after_commit(self, entry: LogEntry) -> None:
+        """Housekeeping after an entry lands: a checkpoint every `checkpoint.interval` entries."""
+        interval = int(self.spec.float_property("checkpoint.interval"))
+        if entry.seq > 0 and entry.seq % interval == 0:
+            state = self.state(entry.seq)
+            self._resolver.write_checkpoint(state)
+            log.info("checkpoint written at %d (%d live files)", entry.seq, len(state.files))
+
+    def rollback(self, instant_ids: Iterable[str] | None = None, request_id: str | None = None) -> LogEntry | None:
+        """Roll back the named pending instants, or (None) every one whose writer is dead."""
+        if instant_ids is None:
+            return recovery.recover(self, request_id=request_id)
+        return recovery.rollback(self, list(instant_ids), request_id=request_id)
+
+    def rollback_instants(self, instant_ids: Iterable[str], reason: str) -> LogEntry | None:
+        """Roll back instants this process owns (no liveness check)."""
+        return recovery.rollback_instants(self, instant_ids, reason)
+
+    def clean(self, retain_hours: float | None = None, request_id: str | None = None) -> LogEntry | None:
+        """Delete removed files no snapshot within `retain_hours` needs (default: the table property)."""
+        return clean_module.clean(self, retain_hours, request_id=request_id)

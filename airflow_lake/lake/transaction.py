@@ -1,0 +1,121 @@
+"""A writer's transaction: reserve an instant, write files, then complete it atomically or roll it back.
+
+    txn = table.begin("commit", operation="write")
+    try:
+        files = ...  # written under txn.instant, each announced by a marker first
+        txn.commit(added=files, metrics={...})
+    except BaseException:
+        txn.abort()
+        raise
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.lake import faults, instants
+from airflow_lake.lake.conflicts import CommitIntent, check
+from airflow_lake.lake.errors import LakeCommitConflict, LakeError
+from airflow_lake.lake.files import DataFile
+from airflow_lake.lake.heartbeat import Heartbeat
+from airflow_lake.lake.log import LogEntry
+from airflow_lake.lake.snapshot import TableState
+
+if TYPE_CHECKING:
+    from airflow_lake.lake.table import LakeTable
+
+log = logging.getLogger(__name__)
+MAX_APPEND_ATTEMPTS = 1000
+
+
+class Transaction:
+    """One instant of one writer. Create through `LakeTable.begin`."""
+
+    def __init__(self, table: LakeTable, action: str, operation: str, base: TableState,
+                 metadata: Mapping[str, Any], request_id: str | None) -> None:
+        self.table = table
+        self.action = action
+        self.operation = operation
+        self.base = base
+        self.metadata = dict(metadata)
+        self.request_id = request_id
+        self.started_at = time.time()
+        storage = table.storage
+        self.instant = instants.request(storage, action, operation, self.metadata, request_id,
+                                        not_before=base.instant or None)
+        instants.mark_inflight(storage, self.instant, base.seq)
+        self._heartbeat = Heartbeat(storage, self.instant, table.spec.float_property("heartbeat.interval.seconds"))
+        self._heartbeat.start()
+        self._done = False
+        log.info("instant %s (%s/%s) started from snapshot %d", self.instant, action, operation, base.seq)
+
+    @property
+    def base_files(self) -> list[DataFile]:
+        """Live files of the snapshot this transaction started from."""
+        return list(self.base.files.values())
+
+    def commit(self, added: Iterable[DataFile] = (), removed: Iterable[str] = (), *,
+               reads: Iterable[str] = (), overwrites: Iterable[Mapping[str, str | None]] = (),
+               whole_table: bool = False, metrics: Mapping[str, Any] | None = None,
+               metadata: Mapping[str, Any] | None = None) -> LogEntry:
+        """Complete the instant: check conflicts, then exclusively create the next log entry."""
+        if self._done:
+            raise LakeError(f"instant {self.instant} is already finished.")
+        faults.reach("before_commit")
+        added_files = tuple(added)
+        removed_paths = tuple(sorted(set(removed)))
+        missing = [p for p in removed_paths if p not in self.base.files]
+        if missing:
+            raise LakeError(f"cannot remove {missing[0]!r}: it is not live in snapshot {self.base.seq}.")
+        intent = CommitIntent(self.instant, frozenset(removed_paths), frozenset(reads),
+                              tuple(overwrites), whole_table)
+        entry_metrics = {
+            "files_added": len(added_files),
+            "files_removed": len(removed_paths),
+            "rows_added": sum(f.rows for f in added_files),
+            "rows_removed": sum(self.base.files[p].rows for p in removed_paths),
+            "bytes_added": sum(f.bytes for f in added_files),
+            "bytes_removed": sum(self.base.files[p].bytes for p in removed_paths),
+            **(metrics or {}),
+        }
+        checked = self.base.seq
+        log_ = self.table.log
+        for _ in range(MAX_APPEND_ATTEMPTS):
+            head = log_.head()
+            check(intent, log_.entries(checked, head))
+            checked = head
+            now = time.time()
+            entry_metrics["duration_seconds"] = round(now - self.started_at, 3)
+            entry = LogEntry(
+                seq=head + 1, instant=self.instant, action=self.action, operation=self.operation,
+                started_at=self.started_at, completed_at=now, base_seq=self.base.seq,
+                added=added_files, removed=removed_paths, request_id=self.request_id,
+                metadata={**self.metadata, **(metadata or {})}, metrics=entry_metrics,
+            )
+            if log_.try_append(entry):
+                break
+        else:
+            raise LakeCommitConflict(f"instant {self.instant} lost the race for a log slot "
+                                     f"{MAX_APPEND_ATTEMPTS} times; run the job again.")
+        self._done = True
+        self._heartbeat.stop()
+        faults.reach("after_commit")
+        instants.remove_pending(self.table.storage, self.instant)
+        self.table.after_commit(entry)
+        log.info("instant %s completed as log entry %d: %s", self.instant, entry.seq, entry_metrics)
+        return entry
+
+    def abort(self) -> None:
+        """Roll the instant back: delete its files, record the rollback, drop its pending files."""
+        if self._done:
+            return
+        self._done = True
+        self._heartbeat.stop()
+        try:
+            self.table.rollback_instants([self.instant], reason="aborted by its writer")
+        except Exception:  # the next writer rolls it back once the heartbeat is stale
+            log.warning("rollback of instant %s failed; it will be rolled back later", self.instant,
+                        exc_info=True)

@@ -1,0 +1,140 @@
+"""Column types: parsing Spark SQL type names and converting values for stats and partition paths."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import re
+from typing import Any
+
+from airflow_lake.lake.errors import LakeSpecError
+
+# Canonical Spark SQL type names (as `DataType.simpleString()` prints them) and their aliases.
+_ALIASES: dict[str, str] = {
+    "boolean": "boolean",
+    "bool": "boolean",
+    "tinyint": "tinyint",
+    "byte": "tinyint",
+    "smallint": "smallint",
+    "short": "smallint",
+    "int": "int",
+    "integer": "int",
+    "bigint": "bigint",
+    "long": "bigint",
+    "float": "float",
+    "real": "float",
+    "double": "double",
+    "string": "string",
+    "varchar": "string",
+    "binary": "binary",
+    "date": "date",
+    "timestamp": "timestamp",
+    "timestamp_ltz": "timestamp",
+    "timestamp_ntz": "timestamp_ntz",
+}
+_DECIMAL = re.compile(r"^decimal\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+_VARCHAR = re.compile(r"^(?:var)?char\s*\(\s*\d+\s*\)$")
+
+INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "bigint"})
+FLOAT_TYPES = frozenset({"float", "double"})
+# Types a partition column may have: each value must print to a path segment and parse back exactly.
+PARTITION_TYPES = frozenset({"string", "date", "boolean", *INTEGER_TYPES})
+# Types whose min/max are kept per file (binary is compared byte-wise by nobody, so it is left out).
+STATS_TYPES = frozenset(
+    {"string", "date", "timestamp", "timestamp_ntz", "boolean", *INTEGER_TYPES, *FLOAT_TYPES}
+)
+STRING_STATS_PREFIX = 64  # longer strings keep a truncated min and no max
+
+
+def normalize_type(name: str, field: str = "type") -> str:
+    """Return the canonical Spark SQL name of a type, or raise a spec error naming the field."""
+    text = " ".join(str(name).strip().lower().split())
+    if text in _ALIASES:
+        return _ALIASES[text]
+    match = _DECIMAL.match(text)
+    if match:
+        precision, scale = int(match.group(1)), int(match.group(2))
+        if not 1 <= precision <= 38 or scale > precision:
+            raise LakeSpecError(field, f"decimal({precision},{scale}) is out of range.",
+                                "Use decimal(p,s) with 1 <= p <= 38 and s <= p.")
+        return f"decimal({precision},{scale})"
+    if text == "decimal":
+        return "decimal(10,0)"
+    if _VARCHAR.match(text):
+        return "string"
+    raise LakeSpecError(
+        field,
+        f"unsupported column type {name!r}.",
+        "Use one of boolean, tinyint, smallint, int, bigint, float, double, decimal(p,s), string, "
+        "binary, date, timestamp, timestamp_ntz.",
+    )
+
+
+def is_decimal(type_name: str) -> bool:
+    """True for a decimal(p,s) type name."""
+    return type_name.startswith("decimal(")
+
+
+def stats_value(type_name: str, value: Any) -> Any:
+    """Encode a Python value of a column for JSON stats (None if it cannot be kept)."""
+    if value is None:
+        return None
+    if type_name in INTEGER_TYPES:
+        return int(value)
+    if type_name in FLOAT_TYPES:
+        number = float(value)
+        return None if number != number else number  # NaN is not comparable
+    if type_name == "boolean":
+        return bool(value)
+    if type_name == "string":
+        return str(value)
+    if type_name == "date":
+        return value.isoformat() if isinstance(value, dt.date) else str(value)
+    if type_name in ("timestamp", "timestamp_ntz"):
+        return _timestamp_micros(value)
+    return None
+
+
+def _timestamp_micros(value: Any) -> int:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return int(value)
+
+
+def coerce_literal(type_name: str, value: Any, field: str) -> Any:
+    """Convert a filter or partition literal to the comparable form used in stats."""
+    if value is None:
+        return None
+    try:
+        if type_name in INTEGER_TYPES:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return int(value)
+        if type_name in FLOAT_TYPES:
+            return float(value)
+        if type_name == "boolean":
+            if isinstance(value, str):
+                if value.lower() not in ("true", "false"):
+                    raise ValueError(value)
+                return value.lower() == "true"
+            return bool(value)
+        if type_name == "string":
+            if not isinstance(value, str):
+                raise ValueError(value)
+            return value
+        if type_name == "date":
+            return value.isoformat() if isinstance(value, dt.date) else dt.date.fromisoformat(str(value)).isoformat()
+        if type_name in ("timestamp", "timestamp_ntz"):
+            if isinstance(value, str):
+                value = dt.datetime.fromisoformat(value)
+            return _timestamp_micros(value)
+        if is_decimal(type_name):
+            return decimal.Decimal(str(value))
+    except (TypeError, ValueError, ArithmeticError) as err:
+        raise LakeSpecError(field, f"value {value!r} is not a valid {type_name}.",
+                            f"Give a {type_name} literal.") from err
+    raise LakeSpecError(field, f"values of type {type_name} cannot be compared.",
+                        "Filter on another column.")
