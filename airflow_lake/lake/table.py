@@ -172,6 +172,13 @@ class LakeTable:
             recovery.recover(self)
         return Transaction(self, action, operation, self.state(), metadata or {}, request_id)
 
+    def write(self, df: DataFrame, *, mode: str = "append", partitions: Sequence[Mapping[str, Any]] | str | None = None,
+              request_id: str | None = None) -> LogEntry:
+        """Append `df`, or overwrite the whole table, the listed partitions, or ('dynamic') those in `df`."""
+        from airflow_lake.lake import commit
+
+        return commit.write(self, df, mode=mode, partitions=partitions, request_id=request_id)
+
     def append_entry(self, action: str, operation: str, *, added: Sequence[Any] = (),
                      removed: Sequence[str] = (), rolled_back: Sequence[str] = (),
                      metadata: Mapping[str, Any] | None = None, request_id: str | None = None,

@@ -1,0 +1,7 @@
+"""`python -m airflow_lake.jobs OPERATION --spec ...`: the runner without spark-submit (local Spark)."""
+
+import sys
+
+from airflow_lake.jobs.main import main
+
+sys.exit(main())

@@ -1,0 +1,8 @@
+"""The application file spark-submit runs: `spark-submit .../entry.py OPERATION --spec JSON|@file`."""
+
+import sys
+
+from airflow_lake.jobs.main import main
+
+if __name__ == "__main__":
+    sys.exit(main())

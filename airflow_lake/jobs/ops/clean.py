@@ -1,0 +1,43 @@
+"""clean: delete removed files that no snapshot within the retention needs (no Spark needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_lake.jobs.fields import SpecReader
+from airflow_lake.jobs.ops.common import entry_metrics, table_path
+from airflow_lake.jobs.registry import Operation, register
+from airflow_lake.lake.table import LakeTable
+
+
+@dataclass(frozen=True)
+class CleanSpec:
+    """Validated clean spec."""
+
+    table: str
+    retain_hours: float | None
+    request_id: str | None
+
+
+def parse(raw: Mapping[str, Any]) -> CleanSpec:
+    """Validate a clean spec."""
+    reader = SpecReader(raw, "clean")
+    table = table_path(reader)
+    retain = reader.number("retain_hours")
+    request_id = reader.string("request_id")
+    reader.done()
+    return CleanSpec(table, retain, request_id)
+
+
+def execute(_spark: Any, spec: CleanSpec) -> dict[str, Any]:
+    """Clean and report what was deleted."""
+    table = LakeTable.open(spec.table)
+    entry = table.clean(spec.retain_hours, request_id=spec.request_id)
+    extra = {} if entry else {"files_deleted": 0, "bytes_freed": 0}
+    return entry_metrics(table.url, "clean", entry, **extra)
+
+
+register(Operation("clean", parse, execute, needs_spark=False,
+                   summary="delete files no snapshot within the retention needs"))

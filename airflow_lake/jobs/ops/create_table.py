@@ -1,0 +1,49 @@
+"""create_table: create a lake table from a spec (no Spark needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_lake.jobs.fields import SpecReader
+from airflow_lake.jobs.ops.common import entry_metrics, table_path
+from airflow_lake.jobs.registry import Operation, register
+from airflow_lake.lake.spec import TableSpec
+from airflow_lake.lake.table import LakeTable
+
+TABLE_FIELDS = ("columns", "schema", "partition_by", "bucket", "primary_key", "version_column",
+                "merge_operators", "properties")
+
+
+@dataclass(frozen=True)
+class CreateTableSpec:
+    """Validated create_table spec."""
+
+    table: str
+    spec: TableSpec
+    if_exists: str
+    request_id: str | None
+
+
+def parse(raw: Mapping[str, Any]) -> CreateTableSpec:
+    """Validate a create_table spec."""
+    reader = SpecReader(raw, "create_table")
+    table = table_path(reader)
+    if_exists = reader.choice("if_exists", ("error", "ignore"), "error")
+    request_id = reader.string("request_id")
+    spec = TableSpec.from_dict({k: reader.raw_value(k) for k in TABLE_FIELDS if reader.has(k)})
+    reader.done()
+    return CreateTableSpec(table, spec, if_exists, request_id)
+
+
+def execute(_spark: Any, spec: CreateTableSpec) -> dict[str, Any]:
+    """Create the table; with if_exists=ignore an identical existing table is fine."""
+    existed = LakeTable.exists(spec.table)
+    table = LakeTable.create(spec.table, spec.spec, exist_ok=spec.if_exists == "ignore",
+                             request_id=spec.request_id)
+    return entry_metrics(table.url, "create_table", table.log.read(0), created=not existed)
+
+
+register(Operation("create_table", parse, execute, needs_spark=False,
+                   summary="create a lake table from a spec"))

@@ -1,0 +1,54 @@
+"""The operations the runner knows. Adding one is one module in `jobs/ops/` and one `register` call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.lake.errors import LakeSpecError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+Metrics = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An operation: `parse` validates a spec without Spark; `execute` runs it and returns metrics."""
+
+    name: str
+    parse: Callable[[Mapping[str, Any]], Any]
+    execute: Callable[[SparkSession | None, Any], Metrics]
+    needs_spark: bool = True
+    summary: str = ""
+
+
+_OPERATIONS: dict[str, Operation] = {}
+
+
+def register(operation: Operation) -> Operation:
+    """Make an operation reachable by name."""
+    _OPERATIONS[operation.name] = operation
+    return operation
+
+
+def operations() -> dict[str, Operation]:
+    """All registered operations by name."""
+    from airflow_lake.jobs import ops  # noqa: F401  (registers the built-in operations)
+
+    return dict(_OPERATIONS)
+
+
+def get(name: str) -> Operation:
+    """The operation called `name`, or a spec error listing the known ones."""
+    known = operations()
+    if name not in known:
+        raise LakeSpecError("operation", f"unknown operation {name!r}.", f"Use one of {', '.join(sorted(known))}.")
+    return known[name]
+
+
+def validate(name: str, spec: Mapping[str, Any]) -> Any:
+    """Parse and validate a spec for an operation, without Spark."""
+    return get(name).parse(spec)

@@ -1,0 +1,30 @@
+"""Running one operation: validate its spec, then execute it with a SparkSession if it needs one."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.jobs import registry
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def run(spark: SparkSession | None, operation: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Run `operation` with `spec` in this process and return its metrics (also stored in its instant)."""
+    op = registry.get(operation)
+    parsed = op.parse(spec)
+    if op.needs_spark and spark is None:
+        from airflow_lake.jobs.session import build_session
+
+        spark = build_session(f"airflow-lake {operation}")
+    started = time.monotonic()
+    log.info("running %s on %s", operation, spec.get("table"))
+    metrics = op.execute(spark, parsed)
+    log.info("%s finished in %.1f s: %s", operation, time.monotonic() - started, metrics)
+    return metrics

@@ -1,0 +1,29 @@
+"""The SparkSession of a job: master from spark-submit, or local for `python -m airflow_lake.jobs`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# Larger Arrow batches make the mapInArrow writer cheaper per row (Spark's default is 10,000).
+DEFAULT_CONF = {
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def build_session(app_name: str) -> SparkSession:
+    """Get or create the job's session; outside spark-submit, a local one using this Python."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if "SPARK_SUBMIT_OPTS" not in os.environ and not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = builder.master(os.environ.get("AIRFLOW_LAKE_SPARK_MASTER", "local[2]"))
+    for key, value in DEFAULT_CONF.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,102 @@
+"""Append and overwrite commits of a DataFrame: write the files, then complete the instant atomically."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.log import LogEntry
+from airflow_lake.lake.partitions import check_partition_value, partition_text
+from airflow_lake.lake.snapshot import files_in_partitions
+from airflow_lake.lake.spark_schema import conform
+from airflow_lake.lake.spec import TableSpec
+from airflow_lake.lake.types import coerce_literal
+from airflow_lake.lake.writer import write_dataframe
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from airflow_lake.lake.table import LakeTable
+
+MODES = ("append", "overwrite")
+DYNAMIC = "dynamic"
+Partitions = Sequence[Mapping[str, Any]] | str | None
+
+
+def normalize_partitions(spec: TableSpec, partitions: Partitions, field: str = "partitions"
+                         ) -> list[dict[str, str | None]] | str | None:
+    """Check user-given partitions against the table: exact keys, typed values, no path tricks."""
+    if partitions is None or partitions == DYNAMIC:
+        return partitions
+    if isinstance(partitions, str) or not isinstance(partitions, Sequence):
+        raise LakeSpecError(field, f"{partitions!r} is not a list of partitions.",
+                            "Give [{'dt': '2024-01-01'}, ...] or 'dynamic'.")
+    if not spec.partition_columns:
+        raise LakeSpecError(field, "the table is not partitioned.", "Drop `partitions`.")
+    out = []
+    for i, part in enumerate(partitions):
+        where = f"{field}[{i}]"
+        if not isinstance(part, Mapping):
+            raise LakeSpecError(where, f"{part!r} is not an object.", "Give {'column': value}.")
+        unknown = [k for k in part if k not in spec.partition_columns]
+        if unknown:
+            raise LakeSpecError(where, f"{unknown[0]!r} is not a partition column.",
+                                f"Use exactly the partition columns {list(spec.partition_columns)}.")
+        missing = [c for c in spec.partition_columns if c not in part]
+        if missing:
+            raise LakeSpecError(where, f"partition column {missing[0]!r} has no value.",
+                                f"Give a value for each of {list(spec.partition_columns)}.")
+        values: dict[str, str | None] = {}
+        for col in spec.partition_columns:
+            value = part[col]
+            check_partition_value(col, value, where)
+            type_name = spec.column(col).type
+            coerce_literal(type_name, value, f"{where}.{col}")  # raises if it is not of the column's type
+            values[col] = partition_text(type_name, value)
+        out.append(values)
+    if not out:
+        raise LakeSpecError(field, "the list is empty.", "List at least one partition, or drop `partitions`.")
+    return out
+
+
+def write(table: LakeTable, df: DataFrame, *, mode: str = "append", partitions: Partitions = None,
+          request_id: str | None = None, reads: Iterable[str] = (),
+          metadata: Mapping[str, Any] | None = None) -> LogEntry:
+    """Append `df`, or overwrite the table / the given partitions / ('dynamic') the partitions in `df`.
+
+    With a `request_id` already committed, returns that entry and writes nothing (idempotent retries).
+    Schema and partition errors are raised before any instant starts.
+    """
+    if mode not in MODES:
+        raise LakeSpecError("mode", f"unknown mode {mode!r}.", f"Use one of {', '.join(MODES)}.")
+    spec = table.spec
+    if mode == "append" and partitions is not None:
+        raise LakeSpecError("partitions", "partitions apply to overwrite only.", "Set mode='overwrite'.")
+    if partitions == DYNAMIC and not spec.partition_columns:
+        raise LakeSpecError("partitions", "the table is not partitioned.", "Drop `partitions`.")
+    parts = normalize_partitions(spec, partitions)
+    if request_id:
+        prior = table.find_request(request_id)
+        if prior is not None:
+            return prior
+    conformed = conform(df, spec)
+    txn = table.begin("commit", "write", request_id=request_id,
+                      metadata={"mode": mode, "partitions": parts, **(metadata or {})})
+    try:
+        allowed = parts if isinstance(parts, list) else None
+        files = write_dataframe(conformed, table.storage, spec, txn.instant, allowed_partitions=allowed)
+        base = txn.base_files
+        if mode == "append":
+            return txn.commit(added=files, reads=reads)
+        if parts is None:
+            return txn.commit(added=files, removed=[f.path for f in base], reads=reads, whole_table=True)
+        targets = [dict(p) for p in {f.partition_key(): f.partition for f in files}.values()] \
+            if parts == DYNAMIC else parts
+        assert isinstance(targets, list)
+        removed = [f.path for f in files_in_partitions(base, targets)]
+        return txn.commit(added=files, removed=removed, reads=reads, overwrites=targets,
+                          metadata={"overwritten_partitions": targets})
+    except BaseException:
+        txn.abort()
+        raise

@@ -1,0 +1,110 @@
+"""Sources of a write: files (Parquet, CSV, JSON) or a Spark SQL query over lake tables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.spark_schema import to_struct
+from airflow_lake.lake.spec import IDENTIFIER, TableSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+FORMATS = ("parquet", "csv", "json")
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A lake table a query reads, registered as a temporary view called `name`."""
+
+    name: str
+    path: str
+    as_of: int | str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    """Either files at `path` in `format`, or a `query` over `tables`."""
+
+    path: str | None = None
+    format: str = "parquet"
+    options: Mapping[str, str] = field(default_factory=dict)
+    query: str | None = None
+    tables: tuple[TableRef, ...] = ()
+
+    def describe(self) -> dict[str, Any]:
+        """Short JSON form for instant metadata."""
+        if self.query is not None:
+            return {"query": self.query, "tables": {t.name: t.path for t in self.tables}}
+        return {"path": self.path, "format": self.format}
+
+    @classmethod
+    def from_dict(cls, raw: Any, field_name: str = "source") -> Source:
+        """Validate a source spec."""
+        if not isinstance(raw, Mapping):
+            raise LakeSpecError(field_name, f"{raw!r} is not a source.",
+                                "Give {'path': ..., 'format': 'parquet'} or {'query': ..., 'tables': {...}}.")
+        allowed = {"path", "format", "options", "query", "tables"}
+        unknown = sorted(set(raw) - allowed)
+        if unknown:
+            raise LakeSpecError(f"{field_name}.{unknown[0]}", "unknown source field.",
+                                f"Use only {', '.join(sorted(allowed))}.")
+        path, query = raw.get("path"), raw.get("query")
+        if (path is None) == (query is None):
+            raise LakeSpecError(field_name, "give exactly one of `path` and `query`.",
+                                "Read files with `path` or lake tables with `query` + `tables`.")
+        options = raw.get("options") or {}
+        if not isinstance(options, Mapping):
+            raise LakeSpecError(f"{field_name}.options", "expected an object.", "Map option names to values.")
+        if path is not None:
+            if not isinstance(path, str) or not path:
+                raise LakeSpecError(f"{field_name}.path", f"{path!r} is not a path.", "Give a path or URL.")
+            fmt = raw.get("format", "parquet")
+            if fmt not in FORMATS:
+                raise LakeSpecError(f"{field_name}.format", f"unknown format {fmt!r}.",
+                                    f"Use one of {', '.join(FORMATS)}.")
+            return cls(path=path, format=fmt, options={str(k): str(v) for k, v in options.items()})
+        if not isinstance(query, str) or not query.strip():
+            raise LakeSpecError(f"{field_name}.query", "the query is empty.", "Give a Spark SQL SELECT.")
+        tables = raw.get("tables") or {}
+        if not isinstance(tables, Mapping):
+            raise LakeSpecError(f"{field_name}.tables", "expected an object.",
+                                "Map view names to lake table paths, e.g. {'ods': '/lake/ods'}.")
+        refs = []
+        for name, ref in tables.items():
+            where = f"{field_name}.tables.{name}"
+            if not isinstance(name, str) or not IDENTIFIER.match(name):
+                raise LakeSpecError(where, f"{name!r} is not a valid view name.",
+                                    "Use letters, digits and underscores.")
+            if isinstance(ref, str):
+                refs.append(TableRef(name, ref))
+            elif isinstance(ref, Mapping) and isinstance(ref.get("path"), str):
+                refs.append(TableRef(name, ref["path"], ref.get("as_of")))
+            else:
+                raise LakeSpecError(where, f"{ref!r} is not a table reference.",
+                                    "Give a path, or {'path': ..., 'as_of': ...}.")
+        return cls(query=query, tables=tuple(refs))
+
+
+def load(spark: SparkSession, source: Source, spec: TableSpec) -> tuple[DataFrame, dict[str, list[str]]]:
+    """The source as a DataFrame, and the live files it reads per lake table URL (for conflict checks)."""
+    from airflow_lake.lake.table import LakeTable
+
+    if source.path is not None:
+        reader = spark.read.options(**source.options)
+        if source.format == "csv":
+            reader = reader.option("header", source.options.get("header", "true")).schema(to_struct(spec))
+        elif source.format == "json":
+            reader = reader.schema(to_struct(spec))
+        return reader.format(source.format).load(source.path), {}
+    reads: dict[str, list[str]] = {}
+    for ref in source.tables:
+        table = LakeTable.open(ref.path)
+        scan = table.scan(as_of=ref.as_of)
+        scan.to_df(spark).createOrReplaceTempView(ref.name)
+        reads.setdefault(table.url, []).extend(f.path for f in scan.files)
+    assert source.query is not None
+    return spark.sql(source.query), reads
