@@ -1,0 +1,149 @@
+"""`airflow-lake`: look at lake tables from a shell — their timeline, live files and spec.
+
+    airflow-lake timeline /lake/sales [--limit N] [--json]
+    airflow-lake files /lake/sales [--as-of X] [--json]
+    airflow-lake show /lake/sales [--as-of X] [--json]
+
+It only reads metadata (the commit log, checkpoints and pending instants), so it needs neither
+Spark nor Airflow. Errors print `airflow-lake: <message>` on stderr and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from airflow_lake import cli_format as fmt
+from airflow_lake.lake import instants
+from airflow_lake.lake.errors import LakeError
+from airflow_lake.lake.files import DataFile
+from airflow_lake.lake.spec import DEFAULT_PROPERTIES
+from airflow_lake.lake.table import LakeTable
+
+PROG = "airflow-lake"
+EXIT_OK, EXIT_ERROR = 0, 2
+DEFAULT_LIMIT = 50
+Data = dict[str, Any]
+
+
+# -- collecting: each command turns a table into one JSON-able dict -----------------------------------
+def timeline_data(table: LakeTable, limit: int) -> Data:
+    """The last `limit` log entries (0: all) with the instants they rolled back, then pending instants."""
+    items = table.timeline(limit=None if limit == 0 else limit)
+    return {"table": table.url, "instants": [item.to_dict() for item in items]}
+
+
+def _summary(files: Sequence[DataFile]) -> Data:
+    return {"files": len(files), "rows": sum(f.rows for f in files), "bytes": sum(f.bytes for f in files)}
+
+
+def _partition_order(key: tuple[tuple[str, str | None], ...]) -> tuple[tuple[str, bool, str], ...]:
+    return tuple((col, value is None, value or "") for col, value in key)
+
+
+def files_data(table: LakeTable, as_of: str | None) -> Data:
+    """Live files of a snapshot, and per partition (and bucket) their count, rows and bytes."""
+    snap = table.snapshot(as_of)
+    bucketed = snap.spec.bucket is not None
+    groups = snap.partitions()
+    partitions = []
+    for key in sorted(groups, key=_partition_order):
+        files = groups[key]
+        buckets: dict[int | None, list[DataFile]] = {}
+        for data_file in files:
+            buckets.setdefault(data_file.bucket, []).append(data_file)
+        partition = dict(key)
+        partitions.append({
+            "partition": partition,
+            "name": fmt.partition_label(partition, snap.spec.partition_columns),
+            **_summary(files),
+            "buckets": [{"bucket": b, **_summary(buckets[b])}
+                        for b in sorted(buckets, key=lambda b: -1 if b is None else b)] if bucketed else [],
+        })
+    return {
+        "table": table.url, "seq": snap.seq, "instant": snap.instant, "completed_at": snap.completed_at,
+        "bucket_count": snap.spec.bucket.count if snap.spec.bucket else None,
+        "totals": {**_summary(snap.files), "partitions": len(partitions)},
+        "partitions": partitions,
+        "files": [f.to_dict() for f in snap.files],
+    }
+
+
+def show_data(table: LakeTable, as_of: str | None) -> Data:
+    """The spec of a snapshot, its totals, and the table's pending instants."""
+    snap = table.snapshot(as_of)
+    spec = snap.spec
+    pending = [i.id for i in table.timeline(limit=1) if i.state in (instants.REQUESTED, instants.INFLIGHT)]
+    return {
+        "table": table.url, "seq": snap.seq, "instant": snap.instant, "completed_at": snap.completed_at,
+        "spec": spec.to_dict(),
+        "effective_properties": {**{k: spec.property(k) for k in DEFAULT_PROPERTIES}, **spec.properties},
+        "totals": {**_summary(snap.files), "partitions": len(snap.partitions())},
+        "pending": pending,
+        "pending_count": len(pending),
+    }
+
+
+# -- command line --------------------------------------------------------------------------------------
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `airflow-lake`."""
+    parser = argparse.ArgumentParser(prog=PROG, description="Inspect airflow-lake tables (metadata only).")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    timeline = commands.add_parser("timeline", help="instants of a table, oldest first")
+    timeline.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT,
+                          help=f"show the last N log entries (default {DEFAULT_LIMIT}; 0 = all); "
+                               "pending instants are always shown")
+    files = commands.add_parser("files", help="live files per partition and bucket")
+    show = commands.add_parser("show", help="table spec, snapshot totals and pending instants")
+    for sub in (files, show):
+        sub.add_argument("--as-of", dest="as_of", default=None,
+                         help="a log sequence number or a completed instant id (default: latest)")
+    for sub in (timeline, files, show):
+        sub.add_argument("path", help="table path or URL")
+        sub.add_argument("--json", action="store_true", help="print JSON instead of a text table")
+    return parser
+
+
+COMMANDS: dict[str, tuple[Callable[[LakeTable, argparse.Namespace], Data], Callable[[Data], str]]] = {
+    "timeline": (lambda t, a: timeline_data(t, a.limit), fmt.render_timeline),
+    "files": (lambda t, a: files_data(t, a.as_of), fmt.render_files),
+    "show": (lambda t, a: show_data(t, a.as_of), fmt.render_show),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 2 error)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # argparse printed usage or help
+        return stop.code if isinstance(stop.code, int) else EXIT_ERROR
+    collect, render = COMMANDS[args.command]
+    try:
+        data = collect(LakeTable.open(args.path), args)
+    except (LakeError, OSError, json.JSONDecodeError) as err:  # no table, bad --as-of, unreadable metadata
+        print(f"{PROG}: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    text = json.dumps(data, indent=2, default=str) if args.json else render(data)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # e.g. `| head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Text formatting for the `airflow-lake` CLI: aligned tables, times, sizes and instant summaries."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+SEPARATOR = "  "
+_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def render_table(headers: Sequence[str] | None, rows: Sequence[Sequence[str]],
+                 right: Collection[int] = ()) -> str:
+    """Align `rows` in columns (those in `right` right-aligned) under optional `headers`."""
+    lines = [list(headers)] if headers else []
+    lines.extend(list(r) for r in rows)
+    if not lines:
+        return ""
+    widths = [max(len(line[i]) for line in lines if i < len(line)) for i in range(max(map(len, lines)))]
+    out = []
+    for line in lines:
+        cells = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(line)]
+        out.append(SEPARATOR.join(cells).rstrip())
+    return "\n".join(out)
+
+
+def fmt_time(stamp: float | None) -> str:
+    """A UNIX time as 'YYYY-MM-DD HH:MM:SS' in UTC, '-' if unknown."""
+    if not stamp:
+        return "-"
+    return dt.datetime.fromtimestamp(stamp, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def fmt_bytes(size: int) -> str:
+    """A size in bytes, readable: '512 B', '1.5 KiB', '3.2 GiB'."""
+    if size < 1024:
+        return f"{size} B"
+    value = float(size)
+    for unit in _UNITS:
+        value /= 1024
+        if value < 1024 or unit == _UNITS[-1]:
+            break
+    return f"{value:.1f} {unit}"
+
+
+def fmt_count(number: int) -> str:
+    """An integer with thousands separators."""
+    return f"{number:,}"
+
+
+def fmt_list(values: Sequence[Any]) -> str:
+    """Comma-separated values, '-' if none."""
+    return ", ".join(str(v) for v in values) if values else "-"
+
+
+def instant_summary(instant: Mapping[str, Any]) -> str:
+    """A short summary of an instant's metrics (files added/removed, rows added, ...)."""
+    metrics = instant.get("metrics") or {}
+    state = instant.get("state")
+    if state in ("requested", "inflight"):
+        return f"started {fmt_time(instant.get('started_at'))}"
+    if state == "rolled_back":
+        return "rolled back"
+    if "files_added" in metrics or "files_removed" in metrics:
+        return (f"files +{metrics.get('files_added', 0)}/-{metrics.get('files_removed', 0)}, "
+                f"rows +{fmt_count(int(metrics.get('rows_added', 0)))}")
+    if "rolled_back" in metrics:
+        return f"rolled back {fmt_list(metrics['rolled_back'])}"
+    if "files_deleted" in metrics:
+        return f"deleted {metrics['files_deleted']} file(s), {fmt_bytes(int(metrics.get('bytes_freed', 0)))} freed"
+    if "columns" in metrics:
+        return f"table created, {metrics['columns']} column(s)"
+    return ""
+
+
+def partition_label(partition: Mapping[str, str | None], columns: Sequence[str]) -> str:
+    """'dt=2024-01-01/country=NL' (NULL for a null value), '(unpartitioned)' for none."""
+    if not partition:
+        return "(unpartitioned)"
+    order = [c for c in columns if c in partition] + sorted(c for c in partition if c not in columns)
+    return "/".join(f"{c}={'NULL' if partition[c] is None else partition[c]}" for c in order)
+
+
+# -- the three commands' text forms ----------------------------------------------------------------
+def render_timeline(data: Mapping[str, Any]) -> str:
+    """Text form of `airflow-lake timeline`: one row per instant."""
+    items = data["instants"]
+    if not items:
+        return f"{data['table']}: no instants"
+    headers = ["INSTANT", "ACTION", "OPERATION", "STATE", "SEQ", "COMPLETED (UTC)", "SUMMARY"]
+    rows = [[i["id"], i["action"], i["operation"] or "-", i["state"], "-" if i["seq"] is None else str(i["seq"]),
+             fmt_time(i["completed_at"]) if i["state"] in ("completed", "rolled_back") else "-",
+             instant_summary(i)] for i in items]
+    return render_table(headers, rows, right={4})
+
+
+def _snapshot_line(data: Mapping[str, Any]) -> str:
+    return (f"table {data['table']}\nsnapshot {data['seq']} (instant {data['instant']}, "
+            f"completed {fmt_time(data['completed_at'])} UTC)")
+
+
+def render_files(data: Mapping[str, Any]) -> str:
+    """Text form of `airflow-lake files`: per partition, then per bucket, files / rows / size."""
+    head = _snapshot_line(data)
+    if not data["partitions"]:
+        return f"{head}\nno live files"
+    rows = []
+    for part in data["partitions"]:
+        rows.append([part["name"], "", fmt_count(part["files"]), fmt_count(part["rows"]), fmt_bytes(part["bytes"])])
+        rows.extend(["", str(b["bucket"]) if b["bucket"] is not None else "-", fmt_count(b["files"]),
+                     fmt_count(b["rows"]), fmt_bytes(b["bytes"])] for b in part["buckets"])
+    totals = data["totals"]
+    rows.append([f"total ({totals['partitions']} partition(s))", "", fmt_count(totals["files"]),
+                 fmt_count(totals["rows"]), fmt_bytes(totals["bytes"])])
+    bucket_header = "BUCKET" if data["bucket_count"] is None else f"BUCKET (of {data['bucket_count']})"
+    table = render_table(["PARTITION", bucket_header, "FILES", "ROWS", "SIZE"], rows, right={1, 2, 3, 4})
+    return f"{head}\n\n{table}"
+
+
+def render_show(data: Mapping[str, Any]) -> str:
+    """Text form of `airflow-lake show`: spec, snapshot totals, pending instants."""
+    spec, totals = data["spec"], data["totals"]
+    bucket = spec["bucket"]
+    bucket_text = "-" if not bucket else (
+        f"{bucket['count']} buckets by {fmt_list(bucket['columns'])}"
+        + (f", sorted by {fmt_list(bucket['sort_columns'])}" if bucket["sort_columns"] else ""))
+    merge = [f"{col}={op}" for col, op in sorted(spec["merge_operators"].items())]
+    facts = [
+        ["table", data["table"]],
+        ["snapshot", f"{data['seq']} (instant {data['instant']}, completed {fmt_time(data['completed_at'])} UTC)"],
+        ["partition_by", fmt_list(spec["partition_by"])],
+        ["bucket", bucket_text],
+        ["primary_key", fmt_list(spec["primary_key"])],
+        ["version_column", spec["version_column"] or "-"],
+        ["merge_operators", fmt_list(merge)],
+        ["files", fmt_count(totals["files"])],
+        ["rows", fmt_count(totals["rows"])],
+        ["size", f"{fmt_bytes(totals['bytes'])} ({fmt_count(totals['bytes'])} bytes)"],
+        ["partitions", fmt_count(totals["partitions"])],
+        ["pending instants", f"{data['pending_count']}" + (f" ({fmt_list(data['pending'])})" if data["pending"] else "")],
+    ]
+    columns = [[c["name"], c["type"], "yes" if c["nullable"] else "no"] for c in spec["columns"]]
+    explicit = spec["properties"]
+    props = [[key, value + ("" if key in explicit else " (default)")]
+             for key, value in sorted(data["effective_properties"].items())]
+    return "\n\n".join([render_table(None, facts), render_table(["COLUMN", "TYPE", "NULLABLE"], columns),
+                        render_table(["PROPERTY", "VALUE"], props)])

@@ -1,0 +1,65 @@
+"""`LakeOperator`: what every lake operator shares — a templated table, a hook, metrics to XCom."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import Any, ClassVar
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_lake.hooks.lake import LakeHook
+
+
+class LakeOperator(BaseOperator):
+    """Base of lake operators: builds a spec, submits it through `LakeHook`, returns metrics (XCom).
+
+    :param table: path or URL of the lake table (templated).
+    :param conn_id: Spark connection to submit with.
+    :param spark_conf: extra Spark settings (templated).
+    :param python: Python for Spark's driver and executors (default: Airflow's own interpreter).
+    """
+
+    operation: ClassVar[str] = ""
+    template_fields: Sequence[str] = ("table", "spark_conf")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
+    ui_color = "#cde8f6"
+
+    def __init__(self, *, table: str, conn_id: str = LakeHook.default_conn_name,
+                 spark_conf: Mapping[str, Any] | None = None, python: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.conn_id = conn_id
+        self.spark_conf = dict(spark_conf or {})
+        self.python = python
+
+    @cached_property
+    def hook(self) -> LakeHook:
+        """The hook, built on first use (never at DAG parse time)."""
+        return LakeHook(self.conn_id, spark_conf=self.spark_conf, python=self.python)
+
+    def build_spec(self, context: Context) -> dict[str, Any]:
+        """The operation's spec from the rendered fields."""
+        raise NotImplementedError
+
+    def request_id(self, context: Context) -> str:
+        """Same for every try of this task instance, so a retry finds a commit its first try made."""
+        ti = context["ti"]
+        return f"{ti.dag_id}/{ti.task_id}/{ti.run_id}/{ti.map_index}"
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Submit the operation and push its metrics to XCom."""
+        spec = {"table": self.table, **self.build_spec(context), "request_id": self.request_id(context)}
+        metrics = self.hook.submit(self.operation, spec)
+        self.log.info("%s on %s: %s", self.operation, self.table, json_line(metrics))
+        return metrics
+
+    def on_kill(self) -> None:
+        """Kill the running spark-submit."""
+        if "hook" in self.__dict__:
+            self.hook.on_kill()
+
+
+def json_line(metrics: Mapping[str, Any]) -> str:
+    """Metrics on one line for the task log."""
+    return ", ".join(f"{k}={v}" for k, v in metrics.items())

@@ -1,0 +1,78 @@
+"""Table lifecycle and upkeep operators: create a table, roll back dead instants, clean old files."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from airflow.sdk import Context
+
+from airflow_lake.operators.base import LakeOperator
+
+
+class LakeCreateTableOperator(LakeOperator):
+    """Create a lake table (`create_table`); with if_exists="ignore" an identical table is left alone.
+
+    :param schema: DDL such as "id BIGINT NOT NULL, dt STRING" (or give `columns`).
+    :param partition_by: partition columns.
+    :param bucket: {"columns": [...], "count": N, "sort_columns": [...]}.
+    """
+
+    operation: ClassVar[str] = "create_table"
+    template_fields: Sequence[str] = (*LakeOperator.template_fields, "schema", "partition_by", "bucket")
+
+    def __init__(self, *, schema: str | None = None, columns: Sequence[Mapping[str, Any]] | None = None,
+                 partition_by: Sequence[str] | None = None, bucket: Mapping[str, Any] | None = None,
+                 primary_key: Sequence[str] | None = None, version_column: str | None = None,
+                 merge_operators: Mapping[str, str] | None = None, properties: Mapping[str, str] | None = None,
+                 if_exists: str = "ignore", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.schema = schema
+        self.columns = columns
+        self.partition_by = partition_by
+        self.bucket = bucket
+        self.primary_key = primary_key
+        self.version_column = version_column
+        self.merge_operators = merge_operators
+        self.properties = properties
+        self.if_exists = if_exists
+
+    def build_spec(self, context: Context) -> dict[str, Any]:
+        """The create_table spec (fields left unset are omitted)."""
+        fields = {
+            "schema": self.schema, "columns": self.columns, "partition_by": self.partition_by,
+            "bucket": self.bucket, "primary_key": self.primary_key, "version_column": self.version_column,
+            "merge_operators": self.merge_operators, "properties": self.properties,
+            "if_exists": self.if_exists,
+        }
+        return {k: v for k, v in fields.items() if v not in (None, [], {})}
+
+
+class LakeRollbackOperator(LakeOperator):
+    """Roll back pending instants whose writer died (or the named `instants`)."""
+
+    operation: ClassVar[str] = "rollback"
+    template_fields: Sequence[str] = (*LakeOperator.template_fields, "instants")
+
+    def __init__(self, *, instants: Sequence[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.instants = instants
+
+    def build_spec(self, context: Context) -> dict[str, Any]:
+        """The rollback spec."""
+        return {"instants": list(self.instants)} if self.instants else {}
+
+
+class LakeCleanOperator(LakeOperator):
+    """Delete data files that no snapshot within `retain_hours` needs (default: the table's property)."""
+
+    operation: ClassVar[str] = "clean"
+    template_fields: Sequence[str] = (*LakeOperator.template_fields, "retain_hours")
+
+    def __init__(self, *, retain_hours: float | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.retain_hours = retain_hours
+
+    def build_spec(self, context: Context) -> dict[str, Any]:
+        """The clean spec."""
+        return {} if self.retain_hours in (None, "") else {"retain_hours": float(self.retain_hours)}  # type: ignore[arg-type]

@@ -1,0 +1,56 @@
+"""`LakeWriteOperator`: append to or overwrite a lake table from files or a Spark SQL query."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from airflow.sdk import Context
+
+from airflow_lake.operators.base import LakeOperator
+
+
+class LakeWriteOperator(LakeOperator):
+    """Write to a lake table with the `write` operation; returns its metrics (rows_added, files_added, ...).
+
+    Give either `source_path` (+ `source_format`, `source_options`) or `query` (+ `tables`, a mapping of
+    view names to lake table paths the query reads).
+
+    :param mode: "append" or "overwrite".
+    :param partitions: for overwrite: a list of partitions ({"dt": "2024-01-01"}) or "dynamic"
+        (the partitions present in the data); None overwrites the whole table.
+    """
+
+    operation: ClassVar[str] = "write"
+    template_fields: Sequence[str] = (*LakeOperator.template_fields, "source_path", "source_options", "query",
+                                      "tables", "mode", "partitions")
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        **LakeOperator.template_fields_renderers, "query": "sql", "tables": "json", "partitions": "json",
+    }
+
+    def __init__(self, *, source_path: str | None = None, source_format: str = "parquet",
+                 source_options: Mapping[str, str] | None = None, query: str | None = None,
+                 tables: Mapping[str, Any] | None = None, mode: str = "append",
+                 partitions: Sequence[Mapping[str, Any]] | str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if (source_path is None) == (query is None):
+            raise ValueError(f"give exactly one of source_path and query (got source_path={source_path!r}, "
+                             f"query={query!r})")
+        self.source_path = source_path
+        self.source_format = source_format
+        self.source_options = dict(source_options or {})
+        self.query = query
+        self.tables = dict(tables or {})
+        self.mode = mode
+        self.partitions = partitions
+
+    def build_spec(self, context: Context) -> dict[str, Any]:
+        """The write spec."""
+        if self.query is not None:
+            source: dict[str, Any] = {"query": self.query, "tables": self.tables}
+        else:
+            source = {"path": self.source_path, "format": self.source_format, "options": self.source_options}
+        spec: dict[str, Any] = {"source": source, "mode": self.mode}
+        if self.partitions not in (None, "", []):
+            spec["partitions"] = self.partitions
+        return spec
