@@ -1,0 +1,65 @@
+"""Helpers for tests: source files, spark-submit processes, reading tables back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_lake.jobs import ENTRY_POINT
+from airflow_lake.lake import LakeTable
+
+SPARK_SUBMIT = str(Path(sys.executable).with_name("spark-submit"))
+FAST_HEARTBEAT = {"heartbeat.interval.seconds": "0.5", "heartbeat.timeout.seconds": "3"}
+
+
+def write_source(path: Path, ids: Sequence[int], dt: str | Sequence[str], value: float = 1.0) -> str:
+    """A Parquet source file with columns id, dt, v."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    dts = [dt] * len(ids) if isinstance(dt, str) else list(dt)
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "dt": dts, "v": [value * i for i in ids]}), path)
+    return str(path)
+
+
+def submit_command(operation: str, spec: Mapping[str, Any], master: str = "local[2]") -> list[str]:
+    """The spark-submit command line of the runner."""
+    return [SPARK_SUBMIT, "--master", master, "--conf", "spark.ui.enabled=false",
+            "--conf", "spark.sql.shuffle.partitions=4", ENTRY_POINT, operation, "--spec", json.dumps(spec)]
+
+
+def start_submit(operation: str, spec: Mapping[str, Any], env: Mapping[str, str] | None = None,
+                 master: str = "local[2]", log: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start the runner under spark-submit in its own process group (so a test can kill all of it)."""
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115  (closed with the process)
+    return subprocess.Popen(submit_command(operation, spec, master), env={**os.environ, **(env or {})},
+                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_for_file(path: Path, proc: subprocess.Popen[bytes], timeout: float = 180) -> None:
+    """Wait until `path` exists; fail early if the process ends first."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"process ended with {proc.returncode} before {path} appeared")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} did not appear within {timeout} s")
+        time.sleep(0.2)
+
+
+def table_ids(spark: Any, path: str, as_of: int | str | None = None) -> list[int]:
+    """Sorted ids of a table snapshot, read with Spark."""
+    return sorted(r["id"] for r in LakeTable.open(path).read(spark, as_of=as_of).select("id").collect())
+
+
+def parquet_files_on_disk(path: str) -> set[str]:
+    """Relative paths of every Parquet file under a table root, outside _lake."""
+    root = Path(path)
+    return {str(p.relative_to(root)) for p in root.rglob("*.parquet") if "_lake" not in p.parts}
