@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import uuid
@@ -55,6 +57,7 @@ class LakeHook(BaseHook):
         self.ship_package = ship_package
         self.verbose = verbose
         self._submit_hook: SparkSubmitHook | None = None
+        self._running: tuple[str, str] | None = None  # (table, request id) of the job in flight
 
     def get_conn(self) -> Any:
         """Not used: each operation is one spark-submit."""
@@ -105,12 +108,16 @@ class LakeHook(BaseHook):
                 json.dump(payload, handle)
             self._submit_hook = self.build_submit_hook(operation, spec_file, f"airflow-lake {operation} {table}")
             self.log.info("Submitting %s on %s (request %s)", operation, table, payload["request_id"])
+            self._running = (table, payload["request_id"])
             try:
-                self._submit_hook.submit(application=ENTRY_POINT)
+                # own process group: on_kill can then stop the Python driver and workers too
+                self._submit_hook.submit(application=ENTRY_POINT, start_new_session=True)
             except AirflowException as err:
                 message = str(err)
                 error_cls = LakeJobConflict if f"Error code is: {EXIT_CONFLICT}." in message else LakeJobError
                 raise error_cls(f"lake operation {operation} on {table!r} failed. {message}") from err
+            finally:
+                self._running = None
         return self.read_metrics(operation, table, payload["request_id"])
 
     def read_metrics(self, operation: str, table: str, request_id: str) -> dict[str, Any]:
@@ -124,6 +131,33 @@ class LakeHook(BaseHook):
         return entry_metrics(lake.url, operation, entry)
 
     def on_kill(self) -> None:
-        """Kill the running spark-submit (its instant is rolled back by the next writer)."""
-        if self._submit_hook is not None:
-            self._submit_hook.on_kill()
+        """Kill the running spark-submit and everything it started, then roll back its pending instant."""
+        hook = self._submit_hook
+        if hook is None:
+            return
+        process = hook._submit_sp
+        hook.on_kill()
+        if process is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            process.wait(timeout=30)
+        running = self._running
+        if running is not None and hook._connection.get("deploy_mode") != "cluster":
+            # In client mode the driver was in that process group, so its instant is surely dead.
+            self.rollback_request(*running)
+
+    def rollback_request(self, table: str, request_id: str) -> list[str]:
+        """Roll back the pending instants a (dead) job of `request_id` left on `table`."""
+        from airflow_lake.lake.instants import pending
+
+        try:
+            lake = LakeTable.open(table)
+        except Exception:
+            return []
+        ids = [p.id for p in pending(lake.storage) if p.request_id == request_id]
+        if ids:
+            lake.rollback_instants(ids, reason="task killed")
+            self.log.info("Rolled back instant(s) %s of the killed job", ids)
+        return ids

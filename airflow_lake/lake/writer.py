@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -72,7 +73,10 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     )
     storage.makedirs(markers_dir(instant))
     faults.reach("before_write")
-    rows = df.mapInArrow(partial(write_task, ctx), RESULT_SCHEMA).collect()
+    try:
+        rows = df.mapInArrow(partial(write_task, ctx), RESULT_SCHEMA).collect()
+    except Exception as err:
+        raise _data_error(err) or err from err
     files = [
         DataFile(path=r["path"], partition=json.loads(r["partition"]), rows=r["rows"], bytes=r["bytes"],
                  bucket=r["bucket"], instant=instant,
@@ -81,6 +85,15 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     ]
     log.info("instant %s wrote %d file(s), %d rows", instant, len(files), sum(f.rows for f in files))
     return files
+
+
+_EXECUTOR_ERROR = re.compile(r"airflow_lake\.lake\.errors\.(LakeSchemaError|LakeSpecError): ([^\n]*)")
+
+
+def _data_error(err: Exception) -> LakeSchemaError | None:
+    """Our own data error raised in a Spark task, unwrapped from Spark's Python exception."""
+    match = _EXECUTOR_ERROR.search(str(err))
+    return LakeSchemaError(match.group(2)) if match else None
 
 
 def write_task(ctx: WriteContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -1,0 +1,143 @@
+"""Bad specs and bad data: a clear error naming the problem and the fix, and nothing committed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_lake.jobs import run
+from airflow_lake.lake import LakeError, LakeSchemaError, LakeSpecError, LakeTable, LakeTableExists, LakeTableNotFound
+from airflow_lake.lake.instants import pending
+from tests.support import parquet_files_on_disk, write_source
+
+SCHEMA = "id BIGINT NOT NULL, dt STRING, v DOUBLE"
+
+
+@pytest.fixture
+def table(spark: Any, table_path: str, tmp_path: Path) -> LakeTable:
+    LakeTable.create(table_path, {"schema": SCHEMA, "partition_by": ["dt"]})
+    run(spark, "write", {"table": table_path, "source": {"path": write_source(tmp_path / "ok.parquet", range(3), "d1")}})
+    return LakeTable.open(table_path)
+
+
+def snapshot_of_everything(table: LakeTable) -> tuple[list[str], set[str], list[str]]:
+    """Live files, data files on disk, pending instants."""
+    fresh = LakeTable.open(table.url)
+    live = sorted(f.path for f in fresh.snapshot().files)
+    return live, parquet_files_on_disk(table.url), [p.id for p in pending(fresh.storage)]
+
+
+def source_file(tmp_path: Path, name: str, **columns: pa.Array) -> str:
+    path = tmp_path / name
+    pq.write_table(pa.table(columns), path)
+    return str(path)
+
+
+def bad_cases(table: LakeTable, tmp: Path) -> list[tuple[str, str, dict[str, Any], type[Exception], str]]:
+    """(case id, operation, spec, error type, text the message must contain)."""
+    t = table.url
+    good = write_source(tmp / "good.parquet", [7], "d2")
+    return [
+        ("unknown operation", "compact_everything", {"table": t}, LakeSpecError, "unknown operation"),
+        ("missing table path", "write", {"source": {"path": good}}, LakeSpecError, "needs `table`"),
+        ("misspelt field", "write", {"table": t, "source": {"path": good}, "mdoe": "append"}, LakeSpecError,
+         "mdoe"),
+        ("no such table", "write", {"table": str(tmp / "nope"), "source": {"path": good}}, LakeTableNotFound,
+         "create it first"),
+        ("bad mode", "write", {"table": t, "source": {"path": good}, "mode": "merge"}, LakeSpecError,
+         "Use one of append, overwrite"),
+        ("path and query", "write", {"table": t, "source": {"path": good, "query": "SELECT 1"}}, LakeSpecError,
+         "exactly one of"),
+        ("bad format", "write", {"table": t, "source": {"path": good, "format": "xlsx"}}, LakeSpecError,
+         "unknown format"),
+        ("bad view name", "write", {"table": t, "source": {"query": "SELECT 1", "tables": {"a b": t}}},
+         LakeSpecError, "not a valid view name"),
+        ("schema mismatch: type", "write",
+         {"table": t, "source": {"path": source_file(tmp, "s1.parquet", id=pa.array(["x"]), dt=pa.array(["d"]),
+                                                     v=pa.array([1.0]))}},
+         LakeSchemaError, "CAST(id AS BIGINT)"),
+        ("schema mismatch: unknown column", "write",
+         {"table": t, "source": {"path": source_file(tmp, "s2.parquet", id=pa.array([1]), dt=pa.array(["d"]),
+                                                     v=pa.array([1.0]), colour=pa.array(["red"]))}},
+         LakeSchemaError, "['colour']"),
+        ("schema mismatch: missing column", "write",
+         {"table": t, "source": {"path": source_file(tmp, "s3.parquet", id=pa.array([1]), dt=pa.array(["d"]))}},
+         LakeSchemaError, "lacks column(s) ['v']"),
+        ("null in NOT NULL column", "write",
+         {"table": t, "source": {"path": source_file(tmp, "s4.parquet", id=pa.array([None, 2], pa.int64()),
+                                                     dt=pa.array(["d", "d"]), v=pa.array([1.0, 2.0]))}},
+         LakeSchemaError, "NOT NULL"),
+        ("../ in a partition value (spec)", "write",
+         {"table": t, "source": {"path": good}, "mode": "overwrite", "partitions": [{"dt": "../../etc"}]},
+         LakeSpecError, "outside the table"),
+        ("../ in a partition value (data)", "write",
+         {"table": t, "source": {"path": write_source(tmp / "evil.parquet", [1, 2], ["ok", "../../escape"])}},
+         Exception, "outside the table"),
+        ("partition key that is not a partition column", "write",
+         {"table": t, "source": {"path": good}, "mode": "overwrite", "partitions": [{"day": "d2"}]},
+         LakeSpecError, "not a partition column"),
+        ("partitions with append", "write", {"table": t, "source": {"path": good}, "partitions": [{"dt": "d2"}]},
+         LakeSpecError, "overwrite only"),
+        ("rows outside the overwritten partitions", "write",
+         {"table": t, "source": {"path": good}, "mode": "overwrite", "partitions": [{"dt": "d1"}]},
+         Exception, "not among the partitions being overwritten"),
+        ("unknown partition column on create", "create_table",
+         {"table": str(tmp / "new1"), "schema": SCHEMA, "partition_by": ["day"]}, LakeSpecError, "unknown column"),
+        ("bad bucket count", "create_table",
+         {"table": str(tmp / "new2"), "schema": SCHEMA, "bucket": {"columns": ["id"], "count": 0}}, LakeSpecError,
+         "bucket count"),
+        ("bucket count as text", "create_table",
+         {"table": str(tmp / "new3"), "schema": SCHEMA, "bucket": {"columns": ["id"], "count": "8"}}, LakeSpecError,
+         "bucket count"),
+        ("bad column type", "create_table", {"table": str(tmp / "new4"), "schema": "id BIGNUM"}, LakeSpecError,
+         "unsupported column type"),
+        ("existing table, other spec", "create_table",
+         {"table": t, "schema": "id BIGINT", "if_exists": "ignore"}, LakeTableExists, "different spec"),
+        ("rollback of a completed instant", "rollback", {"table": t, "instants": [table.log.read(1).instant]},
+         LakeError, "is completed"),
+        ("rollback of a bad id", "rollback", {"table": t, "instants": ["yesterday"]}, LakeSpecError,
+         "not an instant id"),
+        ("negative retention", "clean", {"table": t, "retain_hours": -1}, LakeSpecError, "retain_hours"),
+    ]
+
+
+def test_bad_input_fails_clearly_and_commits_nothing(spark: Any, table: LakeTable, tmp_path: Path) -> None:
+    cases = bad_cases(table, tmp_path)
+    assert len(cases) >= 10
+    before = snapshot_of_everything(table)
+    head = table.log.head()
+    for name, operation, spec, error, text in cases:
+        with pytest.raises(error) as info:
+            run(spark, operation, spec)
+        message = str(info.value)
+        assert text in message, f"{name}: {message}"
+        assert snapshot_of_everything(table)[:2] == before[:2], f"{name} changed the table"
+        assert snapshot_of_everything(table)[2] == [], f"{name} left a pending instant"
+    # errors found while writing abort the instant: the log only gains rollback records of those attempts
+    new_entries = LakeTable.open(table.url).entries_since(head)
+    assert {e.action for e in new_entries} <= {"rollback"}
+    assert len(new_entries) == 3  # the NOT NULL, the '../' and the outside-partition rows
+    for name in ("new1", "new2", "new3", "new4"):
+        assert not LakeTable.exists(str(tmp_path / name))
+    # the table still reads as before, and a good write still works
+    assert sorted(r["id"] for r in LakeTable.open(table.url).read(spark).collect()) == [0, 1, 2]
+    run(spark, "write", {"table": table.url, "source": {"path": write_source(tmp_path / "g.parquet", [9], "d3")}})
+    assert LakeTable.open(table.url).snapshot().rows == 4
+
+
+def test_command_line_rejects_a_bad_spec_before_spark_starts(table: LakeTable) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "airflow_lake.jobs", "write", "--spec", f'{{"table": "{table.url}", "mode": "upsert"}}'],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert "LakeSpecError" in result.stderr and "source" in result.stderr
+    assert "SparkContext" not in result.stderr  # rejected before any Spark start
+    bad_json = subprocess.run([sys.executable, "-m", "airflow_lake.jobs", "write", "--spec", "{not json"],
+                              capture_output=True, text=True, timeout=60, check=False)
+    assert bad_json.returncode == 2 and "--spec" in bad_json.stderr
