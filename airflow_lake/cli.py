@@ -41,8 +41,9 @@ def _summary(files: Sequence[DataFile]) -> Data:
     return {"files": len(files), "rows": sum(f.rows for f in files), "bytes": sum(f.bytes for f in files)}
 
 
-def _partition_order(key: tuple[tuple[str, str | None], ...]) -> tuple[tuple[str, bool, str], ...]:
-    return tuple((col, value is None, value or "") for col, value in key)
+def _partition_order(key: tuple[tuple[str, str | None], ...], columns: Sequence[str]) -> list[tuple[bool, str]]:
+    values = dict(key)
+    return [(values.get(c) is None, values.get(c) or "") for c in columns]
 
 
 def files_data(table: LakeTable, as_of: str | None) -> Data:
@@ -51,7 +52,7 @@ def files_data(table: LakeTable, as_of: str | None) -> Data:
     bucketed = snap.spec.bucket is not None
     groups = snap.partitions()
     partitions = []
-    for key in sorted(groups, key=_partition_order):
+    for key in sorted(groups, key=lambda k: _partition_order(k, snap.spec.partition_columns)):
         files = groups[key]
         buckets: dict[int | None, list[DataFile]] = {}
         for data_file in files:

@@ -125,6 +125,7 @@ def render_show(data: Mapping[str, Any]) -> str:
     bucket_text = "-" if not bucket else (
         f"{bucket['count']} buckets by {fmt_list(bucket['columns'])}"
         + (f", sorted by {fmt_list(bucket['sort_columns'])}" if bucket["sort_columns"] else ""))
+    pending = data["pending"]
     merge = [f"{col}={op}" for col, op in sorted(spec["merge_operators"].items())]
     facts = [
         ["table", data["table"]],
@@ -138,7 +139,7 @@ def render_show(data: Mapping[str, Any]) -> str:
         ["rows", fmt_count(totals["rows"])],
         ["size", f"{fmt_bytes(totals['bytes'])} ({fmt_count(totals['bytes'])} bytes)"],
         ["partitions", fmt_count(totals["partitions"])],
-        ["pending instants", f"{data['pending_count']}" + (f" ({fmt_list(data['pending'])})" if data["pending"] else "")],
+        ["pending instants", str(data["pending_count"]) + (f" ({fmt_list(pending)})" if pending else "")],
     ]
     columns = [[c["name"], c["type"], "yes" if c["nullable"] else "no"] for c in spec["columns"]]
     explicit = spec["properties"]

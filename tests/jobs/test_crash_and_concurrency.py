@@ -1,0 +1,94 @@
+"""The runner under real spark-submit: SIGKILL at several points, and two writers at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_lake.jobs import run
+from airflow_lake.lake import LakeTable
+from airflow_lake.lake.instants import COMPLETED, INFLIGHT, ROLLED_BACK, pending
+from tests.support import FAST_HEARTBEAT, parquet_files_on_disk, start_submit, table_ids, wait_for_file, write_source
+
+pytestmark = pytest.mark.slow
+TIMEOUT = float(FAST_HEARTBEAT["heartbeat.timeout.seconds"])
+
+
+def new_table(path: str) -> LakeTable:
+    return LakeTable.create(path, {"schema": "id BIGINT NOT NULL, dt STRING, v DOUBLE", "partition_by": ["dt"],
+                                   "properties": FAST_HEARTBEAT})
+
+
+@pytest.mark.parametrize("point", ["before_write", "during_write", "before_commit", "after_commit"])
+def test_sigkill_leaves_table_readable_and_next_write_cleans_up(
+        spark: Any, table_path: str, tmp_path: Path, point: str) -> None:
+    new_table(table_path)
+    run(spark, "write", {"table": table_path, "source": {"path": write_source(tmp_path / "a.parquet", range(10), "d0")}})
+    before_ids = table_ids(spark, table_path)
+    before_files = parquet_files_on_disk(table_path)
+    # three partitions so the task writes several files and "during_write" stops between two of them
+    killed_ids = list(range(100, 130))
+    source = write_source(tmp_path / "b.parquet", killed_ids, ["d1", "d2", "d3"] * 10)
+    flag = tmp_path / "reached"
+    proc = start_submit("write", {"table": table_path, "source": {"path": source}},
+                        env={"AIRFLOW_LAKE_FAULT_POINT": point, "AIRFLOW_LAKE_FAULT_FLAG": str(flag)},
+                        log=tmp_path / "spark-submit.log")
+    wait_for_file(flag, proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+
+    table = LakeTable.open(table_path)
+    killed = [i for i in table.timeline() if i.id not in {e.instant for e in table.entries_since(-1)[:2]}]
+    assert len(killed) == 1
+    if point == "after_commit":  # the commit had landed: it is visible, only tidying up was lost
+        assert killed[0].state == COMPLETED
+        assert table_ids(spark, table_path) == sorted(before_ids + killed_ids)
+    else:
+        assert killed[0].state == INFLIGHT
+        assert table_ids(spark, table_path) == before_ids  # exactly as before the killed write
+        if point in ("during_write", "before_commit"):
+            assert parquet_files_on_disk(table_path) > before_files  # debris exists on disk...
+    assert [p.id for p in pending(table.storage)] == [killed[0].id]
+
+    time.sleep(TIMEOUT + 0.5)  # the killed writer's heartbeat goes stale
+    source = write_source(tmp_path / "c.parquet", [1000, 1001], "d9")
+    run(spark, "write", {"table": table_path, "source": {"path": source}})
+
+    table = LakeTable.open(table_path)
+    expected = before_ids + [1000, 1001] + (killed_ids if point == "after_commit" else [])
+    assert table_ids(spark, table_path) == sorted(expected)
+    assert pending(table.storage) == []
+    states = {i.id: i.state for i in table.timeline()}
+    assert states[killed[0].id] == (COMPLETED if point == "after_commit" else ROLLED_BACK)
+    live = {f.path for f in table.snapshot().files}
+    assert parquet_files_on_disk(table_path) == live  # ...and the next writer removed all of it
+    assert not any(Path(table_path, "_lake", "markers").iterdir())
+
+
+def test_two_concurrent_spark_submit_appends_both_land(spark: Any, table_path: str, tmp_path: Path) -> None:
+    new_table(table_path)
+    first = list(range(0, 500))
+    second = list(range(500, 1000))
+    procs = [
+        start_submit("write", {"table": table_path, "request_id": "one",
+                               "source": {"path": write_source(tmp_path / "1.parquet", first, ["a", "b"] * 250)}},
+                     log=tmp_path / "one.log"),
+        start_submit("write", {"table": table_path, "request_id": "two",
+                               "source": {"path": write_source(tmp_path / "2.parquet", second, ["a", "b"] * 250)}},
+                     log=tmp_path / "two.log"),
+    ]
+    codes = [p.wait(timeout=300) for p in procs]
+    assert codes == [0, 0], [(tmp_path / n).read_text()[-3000:] for n in ("one.log", "two.log")]
+    table = LakeTable.open(table_path)
+    ids = table_ids(spark, table_path)
+    assert ids == list(range(1000))  # no row lost, none doubled
+    commits = [e for e in table.entries_since(0) if e.action == "commit"]
+    assert sorted(e.request_id or "" for e in commits) == ["one", "two"]
+    assert [e.seq for e in commits] == [1, 2]
+    # the two writers really overlapped: each started before the other completed
+    assert commits[0].started_at < commits[1].completed_at and commits[1].started_at < commits[0].completed_at

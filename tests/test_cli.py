@@ -1,0 +1,299 @@
+"""The `airflow-lake` CLI on real tables on disk: commits made through the transaction API, no Spark."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_lake.cli import main
+from airflow_lake.cli_format import fmt_bytes, render_table
+from airflow_lake.lake import DataFile, LakeTable, instants
+from airflow_lake.lake import clean as clean_module
+from airflow_lake.lake.log import LogEntry
+
+BUCKETED = {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"], "bucket": {"columns": ["id"], "count": 4}}
+AIRFLOW_LAKE = Path(sys.executable).with_name("airflow-lake")
+
+
+def commit(table: LakeTable, files: Sequence[tuple[str, int, int | None]], removed: Sequence[str] = ()) -> LogEntry:
+    """Commit synthetic files given as (partition value of dt, rows, bucket); bytes are rows * 10."""
+    txn = table.begin("commit", "write")
+    added = []
+    for n, (dt, rows, bucket) in enumerate(files):
+        suffix = "" if bucket is None else f"_{bucket:05d}"
+        prefix = "" if dt == "" else f"dt={dt}/"
+        added.append(DataFile(path=f"{prefix}part-{txn.instant}-t-{n:05d}{suffix}.parquet",
+                              partition={} if dt == "" else {"dt": dt}, rows=rows, bytes=rows * 10,
+                              bucket=bucket, instant=txn.instant, stats={}))
+    return txn.commit(added=added, removed=removed)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Call the CLI in-process; return (exit code, stdout, stderr)."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def row(text: str, first: str) -> list[str]:
+    """The whitespace-split words of the first line of `text` that starts with `first`."""
+    for line in text.splitlines():
+        if line.startswith(first):
+            return line.split()
+    raise AssertionError(f"no line starting with {first!r} in:\n{text}")
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> LakeTable:
+    """A bucketed, partitioned table with two commits: seq 1 adds dt=a, seq 2 adds dt=a and dt=b."""
+    lake = LakeTable.create(str(tmp_path / "sales"), BUCKETED)
+    commit(lake, [("a", 10, 1)])
+    commit(lake, [("a", 15, 3), ("a", 10, 3), ("b", 7, 0)])
+    return lake
+
+
+# -- timeline ---------------------------------------------------------------------------------------
+def test_timeline_text_shows_every_state(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
+    doomed = instants.request(table.storage, "commit", "write", {}, None)
+    instants.mark_inflight(table.storage, doomed, base_seq=2)
+    rollback = table.rollback_instants([doomed], reason="x")
+    assert rollback is not None
+    requested = instants.request(table.storage, "replace", "cluster", {}, None)
+    inflight = instants.request(table.storage, "commit", "write", {}, None)
+    instants.mark_inflight(table.storage, inflight, base_seq=3)
+
+    code, out, err = run(capsys, "timeline", table.url)
+
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].split()[:5] == ["INSTANT", "ACTION", "OPERATION", "STATE", "SEQ"]
+    ids = [line.split()[0] for line in lines[1:]]
+    entries = [table.log.read(seq).instant for seq in range(3)]
+    assert ids == [*entries, doomed, rollback.instant, requested, inflight]
+    assert row(out, entries[0])[1:5] == ["create", "create_table", "completed", "0"]
+    assert row(out, entries[1])[1:5] == ["commit", "write", "completed", "1"]
+    assert "files +1/-0, rows +10" in out
+    assert "files +3/-0, rows +32" in out
+    assert row(out, doomed)[1:5] == ["commit", "write", "rolled_back", "3"]
+    assert row(out, rollback.instant)[1:5] == ["rollback", "rollback", "completed", "3"]
+    assert f"rolled back {doomed}" in out
+    assert row(out, requested)[1:6] == ["replace", "cluster", "requested", "-", "-"]
+    assert row(out, inflight)[1:6] == ["commit", "write", "inflight", "-", "-"]
+    completed = time.strftime("%Y-%m-%d", time.gmtime(table.log.read(1).completed_at))
+    assert row(out, entries[1])[5] == completed
+
+
+def test_timeline_json(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
+    pending = instants.request(table.storage, "commit", "write", {}, "req-1")
+
+    code, out, _ = run(capsys, "timeline", table.url, "--json")
+
+    assert code == 0
+    data = json.loads(out)
+    assert data["table"] == table.url
+    got = [(i["id"], i["action"], i["state"], i["seq"]) for i in data["instants"]]
+    assert got == [(table.log.read(0).instant, "create", "completed", 0),
+                   (table.log.read(1).instant, "commit", "completed", 1),
+                   (table.log.read(2).instant, "commit", "completed", 2),
+                   (pending, "commit", "requested", None)]
+    assert data["instants"][2]["metrics"]["rows_added"] == 32
+    assert data["instants"][2]["metrics"]["files_added"] == 3
+    assert data["instants"][3]["request_id"] == "req-1"
+
+
+def test_timeline_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lake = LakeTable.create(str(tmp_path / "t"), {**BUCKETED, "properties": {"checkpoint.interval": "2"}})
+    for n in range(5):
+        commit(lake, [("a", n + 1, n % 4)])
+    assert lake.storage.list("_lake/checkpoints")  # the fold is checkpointed; the timeline still reads the log
+
+    _, out, _ = run(capsys, "timeline", lake.url, "--limit", "2", "--json")
+    assert [i["seq"] for i in json.loads(out)["instants"]] == [4, 5]
+    _, out, _ = run(capsys, "timeline", lake.url, "--limit", "0", "--json")
+    assert [i["seq"] for i in json.loads(out)["instants"]] == [0, 1, 2, 3, 4, 5]
+    _, out, _ = run(capsys, "timeline", lake.url)  # default: the last 50
+    assert len(out.splitlines()) == 1 + 6
+
+
+# -- files ------------------------------------------------------------------------------------------
+def test_files_text_per_partition_and_bucket(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "files", table.url)
+
+    assert (code, err) == (0, "")
+    assert f"snapshot 2 (instant {table.log.read(2).instant}" in out
+    assert row(out, "PARTITION") == ["PARTITION", "BUCKET", "(of", "4)", "FILES", "ROWS", "SIZE"]
+    assert row(out, "dt=a") == ["dt=a", "3", "35", "350", "B"]
+    assert row(out, "dt=b") == ["dt=b", "1", "7", "70", "B"]
+    lines = out.splitlines()
+    under_a = lines[lines.index(next(x for x in lines if x.startswith("dt=a"))) + 1:][:2]
+    assert [x.split() for x in under_a] == [["1", "1", "10", "100", "B"], ["3", "2", "25", "250", "B"]]
+    under_b = lines[lines.index(next(x for x in lines if x.startswith("dt=b"))) + 1]
+    assert under_b.split() == ["0", "1", "7", "70", "B"]
+    assert row(out, "total") == ["total", "(2", "partition(s))", "4", "42", "420", "B"]
+
+
+def test_files_json(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "files", table.url, "--json")
+
+    assert code == 0
+    data = json.loads(out)
+    assert data["seq"] == 2
+    assert data["bucket_count"] == 4
+    assert data["files"] == [f.to_dict() for f in table.snapshot().files]
+    assert data["totals"] == {"files": 4, "rows": 42, "bytes": 420, "partitions": 2}
+    part_a, part_b = data["partitions"]
+    assert (part_a["partition"], part_a["name"], part_a["files"], part_a["rows"]) == ({"dt": "a"}, "dt=a", 3, 35)
+    assert part_a["buckets"] == [{"bucket": 1, "files": 1, "rows": 10, "bytes": 100},
+                                 {"bucket": 3, "files": 2, "rows": 25, "bytes": 250}]
+    assert part_b["buckets"] == [{"bucket": 0, "files": 1, "rows": 7, "bytes": 70}]
+
+
+def test_files_as_of_seq_and_instant(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
+    first = table.log.read(1)
+    commit(table, [("b", 1, 2)], removed=[first.added[0].path])  # seq 3 replaces the file of seq 1
+
+    for as_of in ("1", first.instant):
+        _, out, _ = run(capsys, "files", table.url, "--as-of", as_of, "--json")
+        data = json.loads(out)
+        assert [f["path"] for f in data["files"]] == [first.added[0].path]
+        assert data["totals"] == {"files": 1, "rows": 10, "bytes": 100, "partitions": 1}
+    _, out, _ = run(capsys, "files", table.url)
+    assert row(out, "dt=a") == ["dt=a", "2", "25", "250", "B"]
+    assert row(out, "dt=b") == ["dt=b", "2", "8", "80", "B"]
+    _, out, _ = run(capsys, "files", table.url, "--as-of", "0")
+    assert out.splitlines()[-1] == "no live files"
+
+
+def test_files_unpartitioned_unbucketed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lake = LakeTable.create(str(tmp_path / "plain"), {"schema": "id BIGINT, name STRING"})
+    commit(lake, [("", 3000, None), ("", 500, None)])
+
+    _, out, _ = run(capsys, "files", lake.url)
+    assert row(out, "PARTITION") == ["PARTITION", "BUCKET", "FILES", "ROWS", "SIZE"]
+    assert row(out, "(unpartitioned)") == ["(unpartitioned)", "2", "3,500", "34.2", "KiB"]
+    _, out, _ = run(capsys, "files", lake.url, "--json")
+    assert json.loads(out)["partitions"][0]["buckets"] == []
+
+
+# -- show -------------------------------------------------------------------------------------------
+def test_show_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lake = LakeTable.create(str(tmp_path / "orders"), {
+        "schema": "id BIGINT NOT NULL, amount DOUBLE, v BIGINT, dt STRING", "partition_by": ["dt"],
+        "bucket": {"columns": ["id"], "count": 8, "sort_columns": ["id"]}, "primary_key": ["id"],
+        "version_column": "v", "merge_operators": {"amount": "sum"}, "properties": {"clean.retain.hours": "24"}})
+    commit(lake, [("a", 10, 5), ("b", 20, 6)])
+    pending = instants.request(lake.storage, "replace", "cluster", {}, None)
+
+    code, out, err = run(capsys, "show", lake.url)
+
+    assert (code, err) == (0, "")
+    assert row(out, "snapshot")[:4] == ["snapshot", "1", "(instant", lake.log.read(1).instant + ","]
+    assert row(out, "partition_by") == ["partition_by", "dt"]
+    assert row(out, "bucket ") == ["bucket", "8", "buckets", "by", "id,", "sorted", "by", "id"]
+    assert row(out, "primary_key") == ["primary_key", "id"]
+    assert row(out, "version_column") == ["version_column", "v"]
+    assert row(out, "merge_operators") == ["merge_operators", "amount=sum"]
+    assert row(out, "files") == ["files", "2"]
+    assert row(out, "rows") == ["rows", "30"]
+    assert row(out, "size") == ["size", "300", "B", "(300", "bytes)"]
+    assert row(out, "partitions") == ["partitions", "2"]
+    assert row(out, "pending instants") == ["pending", "instants", "1", f"({pending})"]
+    assert row(out, "id ") == ["id", "bigint", "no"]
+    assert row(out, "amount") == ["amount", "double", "yes"]
+    assert row(out, "clean.retain.hours") == ["clean.retain.hours", "24"]
+    assert row(out, "checkpoint.interval") == ["checkpoint.interval", "100", "(default)"]
+
+
+def test_show_json_as_of(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "show", table.url, "--as-of", "1", "--json")
+
+    assert code == 0
+    data = json.loads(out)
+    assert (data["seq"], data["instant"]) == (1, table.log.read(1).instant)
+    assert data["spec"] == table.spec.to_dict()
+    assert [(c["name"], c["type"]) for c in data["spec"]["columns"]] == [("id", "bigint"), ("dt", "string")]
+    assert data["spec"]["bucket"]["count"] == 4
+    assert data["totals"] == {"files": 1, "rows": 10, "bytes": 100, "partitions": 1}
+    assert data["effective_properties"]["heartbeat.timeout.seconds"] == "120"
+    assert (data["pending"], data["pending_count"]) == ([], 0)
+
+
+# -- errors -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("command", ["timeline", "files", "show"])
+def test_missing_table(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    code, out, err = run(capsys, command, str(tmp_path / "nothing"))
+
+    assert (code, out) == (2, "")
+    assert err.startswith("airflow-lake: no lake table at ")
+    assert "Traceback" not in err
+
+
+def test_bad_as_of(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
+    rolled = instants.request(table.storage, "commit", "write", {}, None)
+    table.rollback_instants([rolled], reason="x")
+    for as_of, message in [("99", "snapshot 99 does not exist"), ("yesterday", "is neither a sequence number"),
+                           (rolled, f"instant {rolled} is not completed")]:
+        code, out, err = run(capsys, "files", table.url, "--as-of", as_of)
+        assert (code, out) == (2, "")
+        assert err.startswith("airflow-lake: ") and message in err, err
+
+
+def test_as_of_before_clean(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
+    old = table.log.read(1).added[0].path
+    commit(table, [("a", 1, 1)], removed=[old])
+    entry = clean_module.clean(table, 0, now=time.time() + 60)
+    assert entry is not None and entry.metadata["deleted"] == [old]
+
+    code, _, err = run(capsys, "show", table.url, "--as-of", "2")
+    assert code == 2
+    assert "older than the retention" in err
+    _, out, _ = run(capsys, "timeline", table.url)
+    assert row(out, entry.instant)[1:5] == ["clean", "clean", "completed", "4"]
+    assert "deleted 1 file(s)" in out
+
+
+def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert main(["timeline", "x", "--limit", "-1"]) == 2
+    assert "--limit" in capsys.readouterr().err
+
+
+# -- formatting helpers -----------------------------------------------------------------------------
+def test_render_table_aligns() -> None:
+    text = render_table(["A", "NUM"], [["long value", "1"], ["x", "1234"]], right={1})
+    assert text.splitlines() == ["A            NUM", "long value     1", "x           1234"]
+    assert [fmt_bytes(n) for n in (0, 1023, 1024, 5 * 1024**3)] == ["0 B", "1023 B", "1.0 KiB", "5.0 GiB"]
+
+
+# -- the installed console script -------------------------------------------------------------------
+def test_console_script(table: LakeTable, tmp_path: Path) -> None:
+    ok = subprocess.run([str(AIRFLOW_LAKE), "files", table.url, "--json"], capture_output=True, text=True,
+                        timeout=120, check=False)
+    assert ok.returncode == 0, ok.stderr
+    data: dict[str, Any] = json.loads(ok.stdout)
+    assert data["totals"]["rows"] == 42
+
+    text = subprocess.run([str(AIRFLOW_LAKE), "timeline", table.url], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert text.returncode == 0
+    assert table.log.read(2).instant in text.stdout
+
+    bad = subprocess.run([str(AIRFLOW_LAKE), "show", str(tmp_path / "none")], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr.startswith("airflow-lake: no lake table") and "Traceback" not in bad.stderr
+
+
+def test_cli_imports_neither_spark_nor_airflow() -> None:
+    code = ("import sys, airflow_lake.cli; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'airflow', 'py4j')]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
