@@ -18,6 +18,7 @@ def entry_metrics(table: str, operation: str, entry: LogEntry | None, **extra: A
     out: dict[str, Any] = {"table": table, "operation": operation}
     if entry is not None:
         out.update(entry.metrics)
-        out.update({"instant": entry.instant, "seq": entry.seq, "action": entry.action})
+        out.update({"instant": entry.instant, "seq": entry.seq, "action": entry.action,
+                    "request_id": entry.request_id})
     out.update(extra)
     return out
