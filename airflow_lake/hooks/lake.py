@@ -9,6 +9,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -97,11 +98,12 @@ class LakeHook(BaseHook):
         payload = dict(spec)
         payload.setdefault("request_id", f"airflow-lake-{uuid.uuid4().hex}")
         validate(operation, payload)
+        started = time.time()
         table = str(payload.get("table", ""))
         if not get(operation).needs_spark:  # metadata only: no reason to pay for a Spark start-up
             self.log.info("Running %s on %s in-process (request %s)", operation, table, payload["request_id"])
             run(None, operation, payload)
-            return self.read_metrics(operation, table, payload["request_id"])
+            return self.read_metrics(operation, table, payload["request_id"], started)
         with tempfile.TemporaryDirectory(prefix="airflow-lake-spec-") as tmp:
             spec_file = os.path.join(tmp, "spec.json")
             with open(spec_file, "w", encoding="utf-8") as handle:
@@ -118,21 +120,25 @@ class LakeHook(BaseHook):
                 raise error_cls(f"lake operation {operation} on {table!r} failed. {message}") from err
             finally:
                 self._running = None
-        return self.read_metrics(operation, table, payload["request_id"])
+        return self.read_metrics(operation, table, payload["request_id"], started)
 
-    def read_metrics(self, operation: str, table: str, request_id: str) -> dict[str, Any]:
-        """The metrics stored in the instant recorded with `request_id` (an empty result for a no-op)."""
+    def read_metrics(self, operation: str, table: str, request_id: str, started: float = 0.0) -> dict[str, Any]:
+        """The metrics stored in the instant recorded with `request_id` (an empty result for a no-op).
+
+        `already_committed` tells that the instant completed before `started`: a retry found the
+        first try's commit and wrote nothing.
+        """
         lake = LakeTable.open(table)
         entry = lake.find_request(request_id)
         if entry is None:
             if operation == "write":
                 raise LakeJobError(f"spark-submit succeeded but no instant of request {request_id} is on {table!r}.")
             return entry_metrics(lake.url, operation, None, noop=True)
-        return entry_metrics(lake.url, operation, entry)
+        return entry_metrics(lake.url, operation, entry, already_committed=entry.completed_at < started)
 
     def on_kill(self) -> None:
         """Kill the running spark-submit and everything it started, then roll back its pending instant."""
-        hook = self._submit_hook
+        hook, running = self._submit_hook, self._running  # read before the kill ends submit()
         if hook is None:
             return
         process = hook._submit_sp
@@ -143,7 +149,6 @@ class LakeHook(BaseHook):
             os.killpg(process.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             process.wait(timeout=30)
-        running = self._running
         if running is not None and hook._connection.get("deploy_mode") != "cluster":
             # In client mode the driver was in that process group, so its instant is surely dead.
             self.rollback_request(*running)

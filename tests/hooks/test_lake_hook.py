@@ -1,0 +1,86 @@
+"""LakeHook with real spark-submit on local Spark (connection spark_default = local[2], set in conftest)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_lake.exceptions import LakeJobError
+from airflow_lake.hooks.lake import LakeHook
+from airflow_lake.lake import LakeSpecError, LakeTable
+from airflow_lake.lake.instants import ROLLED_BACK, pending
+from tests.support import FAST_HEARTBEAT, parquet_files_on_disk, table_ids, write_source
+
+pytestmark = pytest.mark.slow
+
+
+def test_submit_returns_the_metrics_stored_in_the_instant(spark: Any, table_path: str, tmp_path: Path) -> None:
+    hook = LakeHook()
+    created = hook.submit("create_table", {"table": table_path, "schema": "id BIGINT, dt STRING, v DOUBLE",
+                                           "partition_by": ["dt"]})
+    assert created["created"] is True and created["seq"] == 0
+    assert hook._submit_hook is None  # metadata-only operation: ran in-process, no spark-submit
+    source = write_source(tmp_path / "a.parquet", range(20), ["a", "b"] * 10)
+    metrics = hook.submit("write", {"table": table_path, "source": {"path": source}, "request_id": "r-1"})
+    entry = LakeTable.open(table_path).find_request("r-1")
+    assert entry is not None
+    assert metrics["instant"] == entry.instant and metrics["rows_added"] == 20 == entry.metrics["rows_added"]
+    assert metrics["files_added"] == 2 and metrics["already_committed"] is False
+    assert table_ids(spark, table_path) == list(range(20))
+    retry = hook.submit("write", {"table": table_path, "source": {"path": source}, "request_id": "r-1"})
+    assert retry["already_committed"] is True and retry["instant"] == metrics["instant"]
+    assert table_ids(spark, table_path) == list(range(20))  # an Airflow retry gives the same table
+
+
+def test_a_failed_job_raises_with_the_tail_of_the_spark_output(table_path: str, tmp_path: Path) -> None:
+    LakeTable.create(table_path, {"schema": "id BIGINT, dt STRING, v DOUBLE"})
+    with pytest.raises(LakeJobError) as info:
+        LakeHook().submit("write", {"table": table_path, "source": {"path": str(tmp_path / "missing.parquet")}})
+    message = str(info.value)
+    assert "Last spark-submit output" in message
+    assert "missing.parquet" in message  # Spark's own error names the path
+    assert LakeTable.open(table_path).log.head() == 0 and pending(LakeTable.open(table_path).storage) == []
+
+
+def test_a_bad_spec_fails_before_spark_submit(table_path: str) -> None:
+    hook = LakeHook()
+    started = time.monotonic()
+    with pytest.raises(LakeSpecError, match="mode"):
+        hook.submit("write", {"table": table_path, "source": {"path": "/x"}, "mode": "upsert"})
+    assert hook._submit_hook is None and time.monotonic() - started < 5
+
+
+def test_on_kill_stops_the_job_and_rolls_back_its_instant(spark: Any, table_path: str, tmp_path: Path) -> None:
+    LakeTable.create(table_path, {"schema": "id BIGINT, dt STRING, v DOUBLE", "partition_by": ["dt"],
+                                  "properties": FAST_HEARTBEAT})
+    flag = tmp_path / "reached"
+    hook = LakeHook(env_vars={"AIRFLOW_LAKE_FAULT_POINT": "before_commit", "AIRFLOW_LAKE_FAULT_FLAG": str(flag)})
+    source = write_source(tmp_path / "a.parquet", range(30), ["a", "b", "c"] * 10)
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            hook.submit("write", {"table": table_path, "source": {"path": source}, "request_id": "killed"})
+        except BaseException as err:
+            errors.append(err)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    deadline = time.monotonic() + 180
+    while not flag.exists():
+        assert thread.is_alive() and time.monotonic() < deadline, errors
+        time.sleep(0.2)
+    assert parquet_files_on_disk(table_path)  # data files written, not committed
+    hook.on_kill()
+    thread.join(timeout=60)
+    assert not thread.is_alive() and isinstance(errors[0], LakeJobError)
+    table = LakeTable.open(table_path)
+    # rolled back at once, without waiting for the heartbeat to go stale
+    assert pending(table.storage) == []
+    assert parquet_files_on_disk(table_path) == set()
+    assert [i.state for i in table.timeline() if i.request_id == "killed"] == [ROLLED_BACK]
+    assert table.snapshot().rows == 0
