@@ -54,6 +54,7 @@ with DAG(
             "status": [rng.choice(["paid", "paid", "paid", "refunded", "cancelled"]) for _ in range(count)],
             "order_ts": pa.array([(day_start + rng.randrange(86_400)) * 1_000_000 for _ in range(count)],
                                  pa.timestamp("us", tz="UTC")),
+            "dt": [ds] * count,
         })
         path = os.path.join(LANDING, "orders", f"dt={ds}", "orders.parquet")
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -84,27 +85,27 @@ with DAG(
 
     raw = land_raw_orders()
 
+    # SQL is plain text with Airflow templates: no Python string building, no values pasted in.
     load_ods = LakeWriteOperator(
         task_id="load_ods_orders", table=f"{LAKE_ROOT}/ods_orders",
-        query=f"SELECT *, '{DAY}' AS dt FROM parquet.`{LANDING}/orders/dt={DAY}`",
-        mode="overwrite", partitions=[{"dt": DAY}],
+        source_path=LANDING + "/orders/dt={{ ds }}", mode="overwrite", partitions=[{"dt": DAY}],
     )
     build_dwd = LakeWriteOperator(
         task_id="build_dwd_orders", table=f"{LAKE_ROOT}/dwd_orders",
-        query=f"SELECT order_id, customer_id, amount, order_ts, dt FROM ods "
-              f"WHERE dt = '{DAY}' AND status = 'paid' AND amount > 0 AND customer_id IS NOT NULL",
+        query="SELECT order_id, customer_id, amount, order_ts, dt FROM ods "
+              "WHERE dt = '{{ ds }}' AND status = 'paid' AND amount > 0 AND customer_id IS NOT NULL",
         tables={"ods": f"{LAKE_ROOT}/ods_orders"}, mode="overwrite", partitions=[{"dt": DAY}],
     )
     build_dws = LakeWriteOperator(
         task_id="build_dws_customer_daily", table=f"{LAKE_ROOT}/dws_customer_daily",
-        query=f"SELECT customer_id, COUNT(*) AS orders, ROUND(SUM(amount), 2) AS revenue, dt FROM dwd "
-              f"WHERE dt = '{DAY}' GROUP BY customer_id, dt",
+        query="SELECT customer_id, COUNT(*) AS orders, ROUND(SUM(amount), 2) AS revenue, dt FROM dwd "
+              "WHERE dt = '{{ ds }}' GROUP BY customer_id, dt",
         tables={"dwd": f"{LAKE_ROOT}/dwd_orders"}, mode="overwrite", partitions=[{"dt": DAY}],
     )
     build_dm = LakeWriteOperator(
         task_id="build_dm_daily_summary", table=f"{LAKE_ROOT}/dm_daily_summary",
-        query=f"SELECT COUNT(*) AS customers, SUM(orders) AS orders, ROUND(SUM(revenue), 2) AS revenue, "
-              f"MAX_BY(customer_id, revenue) AS top_customer, dt FROM dws WHERE dt = '{DAY}' GROUP BY dt",
+        query="SELECT COUNT(*) AS customers, SUM(orders) AS orders, ROUND(SUM(revenue), 2) AS revenue, "
+              "MAX_BY(customer_id, revenue) AS top_customer, dt FROM dws WHERE dt = '{{ ds }}' GROUP BY dt",
         tables={"dws": f"{LAKE_ROOT}/dws_customer_daily"}, mode="overwrite", partitions=[{"dt": DAY}],
     )
 

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import airflow
 import jsonschema
 
-import airflow
 from airflow_lake import __version__
 from airflow_lake.provider_info import get_provider_info
 

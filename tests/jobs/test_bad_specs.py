@@ -22,7 +22,8 @@ SCHEMA = "id BIGINT NOT NULL, dt STRING, v DOUBLE"
 @pytest.fixture
 def table(spark: Any, table_path: str, tmp_path: Path) -> LakeTable:
     LakeTable.create(table_path, {"schema": SCHEMA, "partition_by": ["dt"]})
-    run(spark, "write", {"table": table_path, "source": {"path": write_source(tmp_path / "ok.parquet", range(3), "d1")}})
+    source = write_source(tmp_path / "ok.parquet", range(3), "d1")
+    run(spark, "write", {"table": table_path, "source": {"path": source}})
     return LakeTable.open(table_path)
 
 

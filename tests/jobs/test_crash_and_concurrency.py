@@ -28,7 +28,8 @@ def new_table(path: str) -> LakeTable:
 def test_sigkill_leaves_table_readable_and_next_write_cleans_up(
         spark: Any, table_path: str, tmp_path: Path, point: str) -> None:
     new_table(table_path)
-    run(spark, "write", {"table": table_path, "source": {"path": write_source(tmp_path / "a.parquet", range(10), "d0")}})
+    source = write_source(tmp_path / "a.parquet", range(10), "d0")
+    run(spark, "write", {"table": table_path, "source": {"path": source}})
     before_ids = table_ids(spark, table_path)
     before_files = parquet_files_on_disk(table_path)
     # three partitions so the task writes several files and "during_write" stops between two of them

@@ -116,7 +116,8 @@ def test_types_round_trip_and_skip_on_dates(spark: Any, table_path: str) -> None
             (2, dt.date(2024, 2, 1), dt.datetime(2024, 2, 1, 12, tzinfo=dt.UTC), decimal.Decimal("2.25"), False, None)]
     table = LakeTable.open(table_path)
     for row in rows:
-        df = spark.createDataFrame([row], "id INT, day DATE, ts TIMESTAMP, amount DECIMAL(10,2), ok BOOLEAN, name STRING")
+        df = spark.createDataFrame([row], "id INT, day DATE, ts TIMESTAMP, amount DECIMAL(10,2), ok BOOLEAN, "
+                                          "name STRING")
         table.write(df)
     out = sorted(table.read(spark).collect(), key=lambda r: r["id"])
     assert [(r["id"], r["day"], r["amount"], r["ok"], r["name"]) for r in out] == [
