@@ -10,7 +10,7 @@ import datetime as dt
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,8 +90,13 @@ def markers_dir(instant: str) -> str:
 
 
 def request(storage: Storage, action: str, operation: str, metadata: Mapping[str, Any],
-            request_id: str | None, not_before: str | None = None) -> str:
-    """Reserve a new unique instant id by exclusively creating its requested file."""
+            request_id: str | None, not_before: str | None = None, *,
+            finished: Callable[[str], bool] | None = None) -> str:
+    """Reserve a new unique instant id by exclusively creating its requested file.
+
+    A finished instant has no pending files any more, so `finished` (asked after the create, when its
+    log entry is surely visible) tells whether the id is already in the log and must not be reused.
+    """
     millis = int(time.time() * 1000)
     if not_before is not None:
         millis = max(millis, id_millis(not_before) + 1)
@@ -106,7 +111,9 @@ def request(storage: Storage, action: str, operation: str, metadata: Mapping[str
             "metadata": dict(metadata),
         }
         if storage.create_json(requested_file(instant), payload):
-            return instant
+            if finished is None or not finished(instant):
+                return instant
+            storage.delete(requested_file(instant))  # the id of a completed or rolled-back instant
         millis += 1
 
 
@@ -143,11 +150,11 @@ def pending(storage: Storage) -> list[PendingInstant]:
     for instant in ids:
         try:
             req = storage.read_json(requested_file(instant))
+            beats = [storage.mtime(requested_file(instant))]
         except FileNotFoundError:
             continue  # finished meanwhile
         has_inflight = f"{instant}.inflight.json" in names
         base_seq = None
-        beats = [storage.mtime(requested_file(instant))]
         if has_inflight:
             try:
                 base_seq = storage.read_json(inflight_file(instant)).get("base_seq")

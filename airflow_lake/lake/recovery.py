@@ -52,7 +52,7 @@ def rollback_instants(table: LakeTable, ids: Iterable[str], reason: str,
 
         entry = table.append_entry("rollback", "rollback", rolled_back=todo, precheck=still_todo,
                                    metadata={"reason": reason, "instants": info},
-                                   request_id=request_id,
+                                   request_id=request_id, base=state,
                                    metrics_of=lambda: {"rolled_back": list(todo)})
     files_deleted = 0
     for instant in [*todo, *finished]:

@@ -143,6 +143,11 @@ class LakeTable:
         """Log entries completed after `seq`, in order."""
         return list(self.log.entries(seq))
 
+    def is_finished(self, instant: str) -> bool:
+        """True if `instant` is completed or rolled back (in the log)."""
+        state = self.state()
+        return instant in state.instants or instant in state.rolled_back
+
     def find_request(self, request_id: str) -> LogEntry | None:
         """The completed entry recorded with `request_id` (makes retries idempotent), if any."""
         seq = self.state().requests.get(request_id)
@@ -183,11 +188,16 @@ class LakeTable:
                      removed: Sequence[str] = (), rolled_back: Sequence[str] = (),
                      metadata: Mapping[str, Any] | None = None, request_id: str | None = None,
                      precheck: Callable[[list[LogEntry]], bool] | None = None,
-                     metrics_of: Callable[[], Mapping[str, Any]] | None = None) -> LogEntry | None:
-        """Append a small entry (rollback, clean) under a fresh instant; `precheck` may veto it."""
-        base = self.state()
+                     metrics_of: Callable[[], Mapping[str, Any]] | None = None,
+                     base: TableState | None = None) -> LogEntry | None:
+        """Append a small entry (rollback, clean) under a fresh instant; `precheck` may veto it.
+
+        `precheck` sees every entry completed after `base` (default: the latest state), so a caller that
+        decided from an older state passes that state.
+        """
+        base = self.state() if base is None else base
         instant = instants.request(self.storage, action, operation, metadata or {}, request_id,
-                                   not_before=base.instant or None)
+                                   not_before=base.instant or None, finished=self.is_finished)
         started = time.time()
         checked = base.seq
         try:

@@ -45,7 +45,7 @@ class Transaction:
         self.started_at = time.time()
         storage = table.storage
         self.instant = instants.request(storage, action, operation, self.metadata, request_id,
-                                        not_before=base.instant or None)
+                                        not_before=base.instant or None, finished=table.is_finished)
         instants.mark_inflight(storage, self.instant, base.seq)
         self._heartbeat = Heartbeat(storage, self.instant, table.spec.float_property("heartbeat.interval.seconds"))
         self._heartbeat.start()

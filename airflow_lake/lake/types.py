@@ -126,6 +126,8 @@ def coerce_literal(type_name: str, value: Any, field: str) -> Any:
                 raise ValueError(value)
             return value
         if type_name == "date":
+            if isinstance(value, dt.datetime):  # Spark compares it as a timestamp; its ISO text skips files wrongly
+                raise ValueError(value)
             return value.isoformat() if isinstance(value, dt.date) else dt.date.fromisoformat(str(value)).isoformat()
         if type_name in ("timestamp", "timestamp_ntz"):
             if isinstance(value, str):

@@ -1,0 +1,219 @@
+"""Table spec validation, DDL parsing and the JSON round trip (no Spark)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from airflow_lake.lake import BucketSpec, Column, LakeSpecError, LakeTable, LakeTableExists, LakeTableNotFound
+from airflow_lake.lake.spec import DEFAULT_PROPERTIES, TableSpec, parse_ddl
+
+BASE = "id BIGINT, name STRING, amount DOUBLE, v BIGINT, dt STRING"
+
+
+def spec_error(raw: Any) -> LakeSpecError:
+    with pytest.raises(LakeSpecError) as info:
+        TableSpec.from_dict(raw)
+    return info.value
+
+
+# -- DDL -------------------------------------------------------------------------------------------
+
+
+def test_ddl_parses_types_nullability_and_decimals() -> None:
+    cols = parse_ddl("id BIGINT NOT NULL, amount DECIMAL(10,2), price decimal ( 12 , 4 ) not null, "
+                     "`dt` STRING, n LONG, i INTEGER, s VARCHAR(20), d DATE, ts TIMESTAMP, flag BOOLEAN, "
+                     "x DECIMAL")
+    assert cols == (
+        Column("id", "bigint", False),
+        Column("amount", "decimal(10,2)", True),
+        Column("price", "decimal(12,4)", False),
+        Column("dt", "string", True),
+        Column("n", "bigint", True),
+        Column("i", "int", True),
+        Column("s", "string", True),
+        Column("d", "date", True),
+        Column("ts", "timestamp", True),
+        Column("flag", "boolean", True),
+        Column("x", "decimal(10,0)", True),
+    )
+
+
+@pytest.mark.parametrize(("ddl", "field"), [
+    ("id BIGINTEGER", "schema[0].type"),
+    ("id BIGINT, amount DECIMAL(40,2)", "schema[1].type"),
+    ("id BIGINT, amount DECIMAL(5,6)", "schema[1].type"),
+    ("id BIGINT, amount DECIMAL(0,0)", "schema[1].type"),
+    ("id BIGINT, name", "schema[1]"),
+    ("id BIGINT,", "schema[1]"),
+    ("1id BIGINT", "schema[0].name"),
+    ("id-x BIGINT", "schema[0].name"),
+    ("id BIGINT NOT", "schema[0].type"),
+    ("id ARRAY<INT>", "schema[0].type"),
+])
+def test_ddl_errors_name_the_column(ddl: str, field: str) -> None:
+    err = spec_error({"schema": ddl})
+    assert err.field == field
+    assert str(err).startswith(f"{field}: ")
+    assert "Fix:" in str(err)
+
+
+def test_spec_error_is_a_value_error_with_problem_and_fix() -> None:
+    err = spec_error({"schema": "id BIGINT", "partition_by": ["dt"]})
+    assert isinstance(err, ValueError)
+    assert err.field == "partition_by[0]"
+    assert "'dt'" in err.problem
+    assert "id" in err.fix
+
+
+# -- validation ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("raw", "field"), [
+    # unknown columns in every place a column is named
+    ({"schema": BASE, "partition_by": ["nope"]}, "partition_by[0]"),
+    ({"schema": BASE, "partition_by": ["dt", "nope"]}, "partition_by[1]"),
+    ({"schema": BASE, "bucket": {"columns": ["nope"], "count": 8}}, "bucket.columns[0]"),
+    ({"schema": BASE, "bucket": {"columns": ["id"], "count": 8, "sort_columns": ["nope"]}},
+     "bucket.sort_columns[0]"),
+    ({"schema": BASE, "primary_key": ["id", "nope"]}, "primary_key[1]"),
+    ({"schema": BASE, "primary_key": ["id"], "version_column": "nope"}, "version_column"),
+    ({"schema": BASE, "primary_key": ["id"], "merge_operators": {"nope": "sum"}}, "merge_operators.nope"),
+    # types and names
+    ({"columns": [{"name": "id", "type": "uuid"}]}, "columns[0].type"),
+    ({"columns": [{"name": "id", "type": "bigint"}, {"name": "x"}]}, "columns[1]"),
+    ({"columns": [{"name": "id", "type": "bigint"}, "x"]}, "columns[1]"),
+    ({"columns": [{"name": "bad name", "type": "bigint"}]}, "columns[0].name"),
+    ({"schema": "id BIGINT, name STRING, ID STRING"}, "columns[2].name"),
+    ({"schema": "id BIGINT, name STRING, name BIGINT"}, "columns[2].name"),
+    ({"columns": []}, "columns"),
+    ({}, "columns"),
+    ({"schema": ""}, "columns"),
+    # bucket counts
+    ({"schema": BASE, "bucket": {"columns": ["id"], "count": 0}}, "bucket.count"),
+    ({"schema": BASE, "bucket": {"columns": ["id"], "count": -1}}, "bucket.count"),
+    ({"schema": BASE, "bucket": {"columns": ["id"], "count": 100001}}, "bucket.count"),
+    ({"schema": BASE, "bucket": {"columns": ["id"], "count": "8"}}, "bucket.count"),
+    ({"schema": BASE, "bucket": {"columns": ["id"], "count": True}}, "bucket.count"),
+    ({"schema": BASE, "bucket": {"columns": ["id"], "count": 8.0}}, "bucket.count"),
+    ({"schema": BASE, "bucket": {"columns": ["id"]}}, "bucket.count"),
+    ({"schema": BASE, "bucket": {"columns": [], "count": 8}}, "bucket.columns"),
+    ({"schema": BASE, "bucket": [1]}, "bucket"),
+    ({"schema": BASE, "partition_by": ["dt"], "bucket": {"columns": ["dt"], "count": 4}}, "bucket.columns[0]"),
+    # partitioning
+    ({"schema": BASE, "partition_by": ["amount"]}, "partition_by[0]"),
+    ({"schema": "id BIGINT, ts TIMESTAMP", "partition_by": ["ts"]}, "partition_by[0]"),
+    ({"schema": "id BIGINT, p DECIMAL(10,2)", "partition_by": ["p"]}, "partition_by[0]"),
+    ({"schema": BASE, "partition_by": ["dt", "dt"]}, "partition_by"),
+    ({"schema": "dt STRING", "partition_by": ["dt"]}, "partition_by"),
+    ({"schema": BASE, "partition_by": 5}, "partition_by"),
+    # keys and merging
+    ({"schema": BASE, "version_column": "v"}, "version_column"),
+    ({"schema": BASE, "primary_key": ["id"], "merge_operators": {"amount": "avg"}}, "merge_operators.amount"),
+    ({"schema": BASE, "primary_key": ["id"], "merge_operators": {"id": "sum"}}, "merge_operators.id"),
+    ({"schema": BASE, "merge_operators": {"amount": "sum"}}, "merge_operators"),
+    ({"schema": BASE, "primary_key": ["id"], "merge_operators": ["amount"]}, "merge_operators"),
+    # properties and the spec object itself
+    ({"schema": BASE, "properties": {"heartbeat.timeout.seconds": "0"}}, "properties.heartbeat.timeout.seconds"),
+    ({"schema": BASE, "properties": {"checkpoint.interval": "-5"}}, "properties.checkpoint.interval"),
+    ({"schema": BASE, "properties": {"clean.retain.hours": "abc"}}, "properties.clean.retain.hours"),
+    ({"schema": BASE, "properties": ["x"]}, "properties"),
+    ({"schema": BASE, "partitions": ["dt"]}, "partitions"),
+    ({"schema": BASE, "columns": [{"name": "id", "type": "bigint"}]}, "schema"),
+])
+def test_bad_specs_raise_naming_the_field(raw: dict[str, Any], field: str) -> None:
+    err = spec_error(raw)
+    assert err.field == field, str(err)
+    assert str(err).startswith(f"{field}: ")
+
+
+def test_spec_that_is_not_a_mapping() -> None:
+    assert spec_error(["id BIGINT"]).field == "table spec"
+
+
+def test_constructor_validates_too() -> None:
+    cols = (Column("id", "bigint"), Column("dt", "string"))
+    with pytest.raises(LakeSpecError) as info:
+        TableSpec(cols, bucket=BucketSpec(("id",), 0))
+    assert info.value.field == "bucket.count"
+    with pytest.raises(LakeSpecError) as info:
+        TableSpec(cols, partition_columns=("nope",))
+    assert info.value.field == "partition_by[0]"
+
+
+def test_valid_spec_lookups_and_defaults() -> None:
+    spec = TableSpec.from_dict({"schema": BASE, "partition_by": "dt", "primary_key": "id",
+                                "properties": {"checkpoint.interval": 5, "custom.key": "x"}})
+    assert spec.column_names == ["id", "name", "amount", "v", "dt"]
+    assert spec.data_columns == ["id", "name", "amount", "v"]
+    assert spec.partition_columns == ("dt",)
+    assert spec.primary_key == ("id",)
+    assert spec.column("AMOUNT") == Column("amount", "double")
+    assert spec.has_column("Name") and not spec.has_column("nope")
+    with pytest.raises(KeyError):
+        spec.column("nope")
+    assert spec.property("checkpoint.interval") == "5"
+    assert spec.float_property("heartbeat.timeout.seconds") == float(DEFAULT_PROPERTIES["heartbeat.timeout.seconds"])
+    assert spec.properties["custom.key"] == "x"
+
+
+@pytest.mark.parametrize("ptype", ["STRING", "DATE", "BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT"])
+def test_partition_column_types_allowed(ptype: str) -> None:
+    spec = TableSpec.from_dict({"schema": f"id BIGINT, p {ptype}", "partition_by": ["p"]})
+    assert spec.partition_columns == ("p",)
+
+
+# -- round trip ------------------------------------------------------------------------------------
+
+FULL = {
+    "schema": "id BIGINT NOT NULL, name STRING, amount DECIMAL(10,2), hits BIGINT, v BIGINT, dt DATE",
+    "partition_by": ["dt"],
+    "bucket": {"columns": ["id"], "count": 16, "sort_columns": ["id", "name"]},
+    "primary_key": ["id"],
+    "version_column": "v",
+    "merge_operators": {"hits": "sum", "name": "last_non_null"},
+    "properties": {"checkpoint.interval": "5", "clean.retain.hours": "1"},
+}
+
+
+def test_to_dict_from_dict_round_trip() -> None:
+    spec = TableSpec.from_dict(FULL)
+    raw = spec.to_dict()
+    assert raw["columns"][0] == {"name": "id", "type": "bigint", "nullable": False}
+    assert raw["columns"][2]["type"] == "decimal(10,2)"
+    assert raw["bucket"] == {"columns": ["id"], "count": 16, "sort_columns": ["id", "name"]}
+    again = TableSpec.from_dict(json.loads(json.dumps(raw)))
+    assert again == spec
+    assert again.to_dict() == raw
+    plain = TableSpec.from_dict({"schema": "id BIGINT"})
+    assert TableSpec.from_dict(plain.to_dict()) == plain
+    assert plain.to_dict()["bucket"] is None
+
+
+def test_spec_is_stored_with_the_table(table_path: str) -> None:
+    spec = TableSpec.from_dict(FULL)
+    LakeTable.create(table_path, FULL)
+    table = LakeTable.open(table_path)
+    assert table.spec == spec
+    assert table.snapshot().spec == spec
+    assert table.log.read(0).metadata["spec"] == spec.to_dict()
+
+
+def test_invalid_spec_writes_nothing(table_path: str) -> None:
+    with pytest.raises(LakeSpecError):
+        LakeTable.create(table_path, {"schema": BASE, "partition_by": ["nope"]})
+    assert not LakeTable.exists(table_path)
+    with pytest.raises(LakeTableNotFound):
+        LakeTable.open(table_path)
+
+
+def test_create_twice_and_exist_ok(table_path: str) -> None:
+    LakeTable.create(table_path, FULL)
+    with pytest.raises(LakeTableExists):
+        LakeTable.create(table_path, FULL)
+    assert LakeTable.create(table_path, FULL, exist_ok=True).spec == TableSpec.from_dict(FULL)
+    with pytest.raises(LakeTableExists):
+        LakeTable.create(table_path, {"schema": "id BIGINT"}, exist_ok=True)
+    assert LakeTable(table_path).log.head() == 0
