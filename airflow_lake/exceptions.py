@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException
 
 
 class LakeJobError(AirflowException):

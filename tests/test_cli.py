@@ -112,7 +112,7 @@ def test_timeline_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     lake = LakeTable.create(str(tmp_path / "t"), {**BUCKETED, "properties": {"checkpoint.interval": "2"}})
     for n in range(5):
         commit(lake, [("a", n + 1, n % 4)])
-    assert lake.storage.list("_lake/checkpoints")  # the fold is checkpointed; the timeline still reads the log
+    assert lake.storage.list_dir("_lake/checkpoints")  # the fold is checkpointed; the timeline still reads the log
 
     _, out, _ = run(capsys, "timeline", lake.url, "--limit", "2", "--json")
     assert [i["seq"] for i in json.loads(out)["instants"]] == [4, 5]

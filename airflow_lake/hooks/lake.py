@@ -14,9 +14,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.exceptions import AirflowException
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_lake.exceptions import LakeJobConflict, LakeJobError
 from airflow_lake.hooks.package_zip import package_zip

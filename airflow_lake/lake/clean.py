@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -29,10 +30,8 @@ def clean(table: LakeTable, retain_hours: float | None = None, request_id: str |
         return None
     freed = 0
     for path in sorted(expired):  # files first: a crash before the entry only repeats the deletes
-        try:
+        with contextlib.suppress(FileNotFoundError):
             freed += table.storage.size(path)
-        except FileNotFoundError:
-            pass
         table.storage.delete(path)
     entry = table.append_entry(
         "clean", "clean", request_id=request_id,

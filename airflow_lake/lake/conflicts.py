@@ -19,6 +19,7 @@ class CommitIntent:
     # Partitions whose whole content this commit replaces (`whole_table` for all of them).
     overwrites: tuple[Mapping[str, str | None], ...] = ()
     whole_table: bool = False
+    request_id: str | None = None
 
 
 def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
@@ -30,6 +31,10 @@ def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
             raise LakeInstantRolledBack(
                 f"instant {intent.instant} was rolled back by instant {entry.instant} (its heartbeat went "
                 "stale). Nothing of it was committed; run the job again.")
+        if intent.request_id and entry.request_id == intent.request_id:
+            raise LakeCommitConflict(
+                f"request {intent.request_id!r} was committed meanwhile by instant {entry.instant} (another try of "
+                "the same task?). Nothing more was committed; a retry returns that commit.")
         if entry.instant == intent.instant:
             raise LakeCommitConflict(f"instant {intent.instant} is already in the log at {entry.seq}.")
         if "spec" in entry.metadata and entry.action != "create":

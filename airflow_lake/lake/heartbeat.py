@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from airflow_lake.lake.instants import heartbeat_file
+from airflow_lake.lake.instants import heartbeat_file, requested_file
 from airflow_lake.lake.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,8 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
+                if not self._storage.exists(requested_file(self._instant)):
+                    return  # rolled back by another process: do not bring the heartbeat file back
                 self._storage.touch(heartbeat_file(self._instant))
             except OSError:  # a missed beat is not fatal; a stale one gets us rolled back
                 log.warning("heartbeat of instant %s failed", self._instant, exc_info=True)

@@ -6,6 +6,7 @@ an entry of the commit log, and its pending files are then mere leftovers.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import socket
@@ -90,7 +91,7 @@ def markers_dir(instant: str) -> str:
 
 
 def request(storage: Storage, action: str, operation: str, metadata: Mapping[str, Any],
-            request_id: str | None, not_before: str | None = None, *,
+            request_id: str | None, *, not_before: str | None = None,
             finished: Callable[[str], bool] | None = None) -> str:
     """Reserve a new unique instant id by exclusively creating its requested file.
 
@@ -144,7 +145,7 @@ class PendingInstant:
 
 def pending(storage: Storage) -> list[PendingInstant]:
     """All instants that have pending files, oldest first."""
-    names = storage.list(layout.PENDING)
+    names = storage.list_dir(layout.PENDING)
     ids = sorted({n.split(".", 1)[0] for n in names if n.endswith(".requested.json")})
     out = []
     for instant in ids:
@@ -161,10 +162,8 @@ def pending(storage: Storage) -> list[PendingInstant]:
                 beats.append(storage.mtime(inflight_file(instant)))
             except FileNotFoundError:
                 has_inflight = False
-        try:
+        with contextlib.suppress(FileNotFoundError):
             beats.append(storage.mtime(heartbeat_file(instant)))
-        except FileNotFoundError:
-            pass
         out.append(PendingInstant(
             id=instant, action=req["action"], operation=req.get("operation", req["action"]),
             inflight=has_inflight, requested_at=float(req.get("requested_at", 0.0)),

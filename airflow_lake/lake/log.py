@@ -87,7 +87,7 @@ class CommitLog:
 
     def head(self) -> int:
         """The highest sequence number in the log, -1 if empty."""
-        seqs = [s for s in (layout.seq_of(n) for n in self.storage.list(layout.LOG)) if s is not None]
+        seqs = [s for s in (layout.seq_of(n) for n in self.storage.list_dir(layout.LOG)) if s is not None]
         return max(seqs, default=-1)
 
     def read(self, seq: int) -> LogEntry:

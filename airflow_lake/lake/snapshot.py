@@ -144,7 +144,7 @@ class SnapshotResolver:
         except (FileNotFoundError, KeyError, ValueError):
             hint = -1
         if not 0 <= hint <= target:
-            seqs = [s for s in (layout.seq_of(n) for n in self.storage.list(layout.CHECKPOINTS))
+            seqs = [s for s in (layout.seq_of(n) for n in self.storage.list_dir(layout.CHECKPOINTS))
                     if s is not None and s <= target]
             hint = max(seqs, default=-1)
         if hint < 0:

@@ -24,6 +24,8 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "clean.retain.hours": "168",
 }
 
+INTEGER_PROPERTIES = frozenset({"checkpoint.interval"})
+
 
 def check_identifier(name: Any, field_name: str) -> str:
     """Return `name` if it is a plain SQL identifier, else raise a spec error naming the field."""
@@ -158,6 +160,9 @@ class TableSpec:
                 if number <= 0:
                     raise LakeSpecError(f"properties.{key}", f"{value!r} is not a positive number.",
                                         f"Set a number > 0 (default {DEFAULT_PROPERTIES[key]}).")
+                if key in INTEGER_PROPERTIES and not number.is_integer():
+                    raise LakeSpecError(f"properties.{key}", f"{value!r} is not a whole number.",
+                                        f"Set a whole number >= 1 (default {DEFAULT_PROPERTIES[key]}).")
 
     def _validate_bucket(self, bucket: BucketSpec) -> None:
         if not bucket.columns:

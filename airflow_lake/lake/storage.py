@@ -77,7 +77,7 @@ class Storage:
         """Parse a JSON file."""
         return json.loads(self.read_bytes(rel))
 
-    def list(self, rel_dir: str) -> list[str]:
+    def list_dir(self, rel_dir: str) -> list[str]:
         """Names of the entries of a directory, sorted; [] if it does not exist."""
         if self.local:
             try:
@@ -163,6 +163,7 @@ class Storage:
             os.fsync(handle.fileno())
         try:
             os.link(tmp, target)  # atomic, fails if the target exists; readers see all or nothing
+            _fsync_dir(os.path.dirname(target))
             return True
         except FileExistsError:
             return False
@@ -200,6 +201,15 @@ class Storage:
         else:
             with contextlib.suppress(FileNotFoundError):
                 self._fs.rm(self.path(rel_dir), recursive=True)
+
+
+def _fsync_dir(path: str) -> None:
+    """Make a new directory entry durable (a completed commit must survive a power loss)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _dumps(obj: Any) -> bytes:

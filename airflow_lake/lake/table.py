@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.lake import clean as clean_module
 from airflow_lake.lake import instants, recovery
 from airflow_lake.lake.errors import LakeSnapshotNotFound, LakeSpecError, LakeTableExists, LakeTableNotFound
-from airflow_lake.lake.filters import parse_filters, may_match
+from airflow_lake.lake.filters import may_match, parse_filters
 from airflow_lake.lake.instants import Instant
 from airflow_lake.lake.log import CommitLog, LogEntry
 from airflow_lake.lake.scan import Scan
@@ -58,8 +58,9 @@ class LakeTable:
             log.info("created lake table %s", table.url)
             return table
         existing = table.spec
-        if exist_ok and existing == table_spec:
-            return table
+        first = table.log.read(0)
+        if (exist_ok or (request_id is not None and first.request_id == request_id)) and existing == table_spec:
+            return table  # identical table, or a retry of the request that created it
         if exist_ok:
             raise LakeTableExists(f"a lake table with a different spec exists at {table.url!r}. Fix: use "
                                   "another path, or give the existing spec (see `airflow-lake show`).")
@@ -175,7 +176,7 @@ class LakeTable:
         """Start a transaction; first rolls back instants whose writer died."""
         if recover:
             recovery.recover(self)
-        return Transaction(self, action, operation, self.state(), metadata or {}, request_id)
+        return Transaction(self, action, operation, self.state(), metadata=metadata or {}, request_id=request_id)
 
     def write(self, df: DataFrame, *, mode: str = "append", partitions: Sequence[Mapping[str, Any]] | str | None = None,
               request_id: str | None = None) -> LogEntry:

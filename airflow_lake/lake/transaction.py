@@ -34,7 +34,7 @@ MAX_APPEND_ATTEMPTS = 1000
 class Transaction:
     """One instant of one writer. Create through `LakeTable.begin`."""
 
-    def __init__(self, table: LakeTable, action: str, operation: str, base: TableState,
+    def __init__(self, table: LakeTable, action: str, operation: str, base: TableState, *,
                  metadata: Mapping[str, Any], request_id: str | None) -> None:
         self.table = table
         self.action = action
@@ -71,7 +71,7 @@ class Transaction:
         if missing:
             raise LakeError(f"cannot remove {missing[0]!r}: it is not live in snapshot {self.base.seq}.")
         intent = CommitIntent(self.instant, frozenset(removed_paths), frozenset(reads),
-                              tuple(overwrites), whole_table)
+                              tuple(overwrites), whole_table, self.request_id)
         entry_metrics = {
             "files_added": len(added_files),
             "files_removed": len(removed_paths),

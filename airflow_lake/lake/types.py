@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import math
 import re
 from typing import Any
 
@@ -83,7 +84,7 @@ def stats_value(type_name: str, value: Any) -> Any:
         return int(value)
     if type_name in FLOAT_TYPES:
         number = float(value)
-        return None if number != number else number  # NaN is not comparable
+        return None if math.isnan(number) else number  # NaN is not comparable
     if type_name == "boolean":
         return bool(value)
     if type_name == "string":
@@ -100,7 +101,7 @@ def _timestamp_micros(value: Any) -> int:
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.UTC)
         delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+        return int((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
     return int(value)
 
 

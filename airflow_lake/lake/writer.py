@@ -8,6 +8,7 @@ written. Before a file is created, a marker names it, so a rollback finds exactl
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -140,7 +141,7 @@ def _runs(batch: pa.RecordBatch, names: list[str]) -> Iterator[tuple[tuple[Any, 
                              pc.not_equal(after, before))
         change = differs if change is None else pc.or_(change, differs)
     cuts = [0, *(i + 1 for i in pc.indices_nonzero(change).to_pylist()), rows]
-    for start, end in zip(cuts, cuts[1:], strict=False):
+    for start, end in itertools.pairwise(cuts):
         piece = batch.slice(start, end - start)
         yield tuple(piece.column(name)[0].as_py() for name in names), piece
 

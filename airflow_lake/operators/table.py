@@ -75,4 +75,4 @@ class LakeCleanOperator(LakeOperator):
 
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The clean spec."""
-        return {} if self.retain_hours in (None, "") else {"retain_hours": float(self.retain_hours)}  # type: ignore[arg-type]
+        return {} if self.retain_hours is None else {"retain_hours": float(self.retain_hours)}

@@ -78,7 +78,7 @@ def live_paths(table: LakeTable, as_of: int | str | None = None) -> set[str]:
 
 def pending_names(table: LakeTable, instant: str) -> list[str]:
     """Every metadata file an unfinished instant keeps: pending files, heartbeat, markers."""
-    names = [n for n in table.storage.list(layout.PENDING) if n.startswith(instant)]
+    names = [n for n in table.storage.list_dir(layout.PENDING) if n.startswith(instant)]
     if table.storage.exists(heartbeat_file(instant)):
         names.append("heartbeat")
     names.extend(table.storage.walk_files(markers_dir(instant)))

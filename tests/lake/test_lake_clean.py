@@ -138,7 +138,7 @@ def test_clean_survives_checkpoints(table_path: str) -> None:
     assert entry is not None and entry.seq == 3
     for _ in range(3):
         append(table, "b")
-    assert table.storage.list("_lake/checkpoints")  # seq 5 was checkpointed after the clean
+    assert table.storage.list_dir("_lake/checkpoints")  # seq 5 was checkpointed after the clean
     fresh = LakeTable(table_path)
     assert fresh.state().cleaned_before == e2.seq
     with pytest.raises(LakeSnapshotNotFound):

@@ -83,7 +83,7 @@ def test_threads_appending_concurrently_lose_nothing(table_path: str, shared: bo
     assert len(added) == 40 and len(set(added)) == 40
     assert live_paths(table) == set(added)
     assert sorted(f.path for e in entries for f in e.added) == sorted(added)
-    assert table.storage.list("_lake/pending") == []
+    assert table.storage.list_dir("_lake/pending") == []
 
 
 def test_instant_ids_are_never_reused(table_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,7 +100,7 @@ def test_instant_ids_are_never_reused(table_path: str, monkeypatch: pytest.Monke
     first = table.begin("commit", "write")
     f1 = data_file(first, "a")
     first.commit(added=[f1])
-    second = Transaction(table, "commit", "write", stale_base, {}, None)
+    second = Transaction(table, "commit", "write", stale_base, metadata={}, request_id=None)
     assert second.instant != first.instant
     f2 = data_file(second, "a")
     put_file(table, f2)

@@ -179,7 +179,7 @@ def test_checkpoints_every_interval_and_identical_resolution(table_path: str, tm
     for seq in range(1, head + 1):
         if seq not in expected:
             expected[seq] = expected[seq - 1]
-    checkpoints = [layout.seq_of(n) for n in table.storage.list(layout.CHECKPOINTS)]
+    checkpoints = [layout.seq_of(n) for n in table.storage.list_dir(layout.CHECKPOINTS)]
     assert checkpoints == [s for s in range(5, head + 1, 5)]
     assert table.storage.read_json(layout.LAST_CHECKPOINT) == {"seq": checkpoints[-1]}
     for seq in checkpoints:
@@ -209,7 +209,7 @@ def test_resolution_starts_from_the_newest_checkpoint(table_path: str, tmp_path:
     table = make_table(table_path, {"checkpoint.interval": "5"})
     paths = [append(table, "ab"[i % 2])[1][0].path for i in range(7)]
     assert table.log.head() == 7
-    assert layout.seq_of(table.storage.list(layout.CHECKPOINTS)[-1]) == 5
+    assert layout.seq_of(table.storage.list_dir(layout.CHECKPOINTS)[-1]) == 5
     copy = tmp_path / "pruned"
     shutil.copytree(table_path, copy)
     for seq in range(1, 5):  # entries before the checkpoint are not needed for newer snapshots

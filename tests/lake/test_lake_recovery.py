@@ -69,9 +69,9 @@ def test_dead_writer_is_rolled_back_by_the_next_writer_and_live_one_is_not(table
     mine = data_file(nxt, "d")
     nxt.commit(added=[mine])
     assert live_paths(table) == {committed.path, mine.path, *(f.path for f in live_files)}
-    assert table.storage.list(layout.PENDING) == []
-    assert table.storage.list(layout.HEARTBEATS) == []
-    assert table.storage.list(layout.MARKERS) == []
+    assert table.storage.list_dir(layout.PENDING) == []
+    assert table.storage.list_dir(layout.HEARTBEATS) == []
+    assert table.storage.list_dir(layout.MARKERS) == []
 
 
 def test_rollback_on_request_of_a_dead_writer(table_path: str) -> None:

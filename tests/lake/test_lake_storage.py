@@ -86,11 +86,11 @@ def test_write_json_replaces_atomically(tmp_path: Path) -> None:
 
 def test_list_missing_dir_is_empty_and_listing_is_sorted(tmp_path: Path) -> None:
     store = Storage(str(tmp_path))
-    assert store.list("nope") == []
-    assert store.list("nope/deeper") == []
+    assert store.list_dir("nope") == []
+    assert store.list_dir("nope/deeper") == []
     for name in ("c.json", "a.json", "b.json"):
         store.write_json(f"d/{name}", {})
-    assert store.list("d") == ["a.json", "b.json", "c.json"]
+    assert store.list_dir("d") == ["a.json", "b.json", "c.json"]
     assert store.walk_files("nope") == []
 
 
