@@ -19,9 +19,10 @@ pytestmark = pytest.mark.slow
 TIMEOUT = float(FAST_HEARTBEAT["heartbeat.timeout.seconds"])
 
 
-def new_table(path: str) -> LakeTable:
+def new_table(path: str, fast_heartbeat: bool = True) -> LakeTable:
+    properties = FAST_HEARTBEAT if fast_heartbeat else {}
     return LakeTable.create(path, {"schema": "id BIGINT NOT NULL, dt STRING, v DOUBLE", "partition_by": ["dt"],
-                                   "properties": FAST_HEARTBEAT})
+                                   "properties": properties})
 
 
 @pytest.mark.parametrize("point", ["before_write", "during_write", "before_commit", "after_commit"])
@@ -72,7 +73,7 @@ def test_sigkill_leaves_table_readable_and_next_write_cleans_up(
 
 
 def test_two_concurrent_spark_submit_appends_both_land(spark: Any, table_path: str, tmp_path: Path) -> None:
-    new_table(table_path)
+    new_table(table_path, fast_heartbeat=False)  # default timeouts: neither live writer may look dead
     first = list(range(0, 500))
     second = list(range(500, 1000))
     procs = [
