@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -39,6 +40,8 @@ def spark() -> Iterator[object]:
     )
     yield session
     session.stop()
+    # py4j logs from __del__ at interpreter exit, after pytest closed the streams it logs to
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture
