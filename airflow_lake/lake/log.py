@@ -84,11 +84,23 @@ class CommitLog:
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
+        self._known = -1  # a sequence number known to exist; the log only grows, without gaps
 
     def head(self) -> int:
-        """The highest sequence number in the log, -1 if empty."""
-        seqs = [s for s in (layout.seq_of(n) for n in self.storage.list_dir(layout.LOG)) if s is not None]
-        return max(seqs, default=-1)
+        """The highest sequence number in the log, -1 if empty.
+
+        The first call lists the log; later calls probe forward from the last head seen, which costs one
+        existence check per new entry instead of a listing of thousands of files.
+        """
+        if self._known < 0:
+            seqs = [s for s in (layout.seq_of(n) for n in self.storage.list_dir(layout.LOG)) if s is not None]
+            self._known = max(seqs, default=-1)
+            return self._known
+        known = self._known  # a local probe: threads sharing this object only ever store verified numbers
+        while self.storage.exists(layout.log_file(known + 1)):
+            known += 1
+        self._known = max(self._known, known)
+        return known
 
     def read(self, seq: int) -> LogEntry:
         """The entry with sequence number `seq`."""
@@ -102,4 +114,4 @@ class CommitLog:
 
     def try_append(self, entry: LogEntry) -> bool:
         """Create the entry's file; False if another writer took that number first."""
-        return self.storage.create_json(layout.log_file(entry.seq), entry.to_dict())
+        return self.storage.create_json(layout.log_file(entry.seq), entry.to_dict())  # head() probes past it

@@ -139,17 +139,32 @@ class SnapshotResolver:
         return state  # callers treat it as read-only
 
     def _from_checkpoint(self, target: int) -> TableState:
+        """The newest readable checkpoint at or before `target`; the empty state if there is none.
+
+        Checkpoints only speed things up: a missing or unreadable one falls back to an older one, and in
+        the end to folding the log from the start.
+        """
         try:
             hint = int(self.storage.read_json(layout.LAST_CHECKPOINT)["seq"])
         except (FileNotFoundError, KeyError, ValueError):
             hint = -1
-        if not 0 <= hint <= target:
-            seqs = [s for s in (layout.seq_of(n) for n in self.storage.list_dir(layout.CHECKPOINTS))
-                    if s is not None and s <= target]
-            hint = max(seqs, default=-1)
-        if hint < 0:
-            return TableState()
-        return TableState.from_dict(self.storage.read_json(layout.checkpoint_file(hint)))
+        if 0 <= hint <= target:
+            state = self._read_checkpoint(hint)
+            if state is not None:
+                return state
+        older = (s for s in (layout.seq_of(n) for n in self.storage.list_dir(layout.CHECKPOINTS))
+                 if s is not None and s <= target and s != hint)
+        for seq in sorted(older, reverse=True):
+            state = self._read_checkpoint(seq)
+            if state is not None:
+                return state
+        return TableState()
+
+    def _read_checkpoint(self, seq: int) -> TableState | None:
+        try:
+            return TableState.from_dict(self.storage.read_json(layout.checkpoint_file(seq)))
+        except (FileNotFoundError, KeyError, ValueError):
+            return None
 
     def write_checkpoint(self, state: TableState) -> None:
         """Persist `state` as a checkpoint and point the hint at it."""

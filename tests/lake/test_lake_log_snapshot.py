@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -263,3 +264,30 @@ def test_instant_ids() -> None:
     assert format_id(ms) == "20241119070640123"
     assert id_millis(format_id(ms)) == ms
     assert is_instant_id(format_id(ms)) and not is_instant_id("2024") and not is_instant_id("2024111907064012x")
+
+
+def test_a_missing_checkpoint_falls_back_to_the_log(tmp_path: Path) -> None:
+    """Checkpoints only speed resolution up: without the newest one the table still resolves the same."""
+    path = str(tmp_path / "t")
+    table = make_table(path, {"checkpoint.interval": "3"})
+    for i in range(8):
+        txn = table.begin("commit", "write")
+        txn.commit(added=[data_file(txn, f"p{i % 2}")])
+    expected = {f.path for f in LakeTable.open(path).snapshot().files}
+    os.unlink(os.path.join(path, "_lake", "checkpoints", f"{6:020d}.json"))  # the one the hint names
+    assert {f.path for f in LakeTable.open(path).snapshot().files} == expected
+    for name in os.listdir(os.path.join(path, "_lake", "checkpoints")):
+        os.unlink(os.path.join(path, "_lake", "checkpoints", name))
+    assert {f.path for f in LakeTable.open(path).snapshot().files} == expected
+    assert len(LakeTable.open(path).snapshot(as_of=4).files) == 4
+
+
+def test_head_sees_entries_appended_by_other_processes(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    reader = make_table(path)
+    assert reader.log.head() == 0
+    writer = LakeTable.open(path)  # another process, in effect
+    for _ in range(3):
+        txn = writer.begin("commit", "write")
+        txn.commit(added=[data_file(txn, "a")])
+    assert reader.log.head() == 3 and len(reader.snapshot().files) == 3
