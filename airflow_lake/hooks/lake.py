@@ -25,6 +25,8 @@ from airflow_lake.jobs.main import EXIT_CONFLICT
 from airflow_lake.jobs.ops.common import entry_metrics
 from airflow_lake.jobs.registry import get, validate
 from airflow_lake.jobs.runner import run
+from airflow_lake.lake.errors import LakeTableNotFound
+from airflow_lake.lake.instants import pending
 from airflow_lake.lake.table import LakeTable
 
 
@@ -155,11 +157,9 @@ class LakeHook(BaseHook):
 
     def rollback_request(self, table: str, request_id: str) -> list[str]:
         """Roll back the pending instants a (dead) job of `request_id` left on `table`."""
-        from airflow_lake.lake.instants import pending
-
         try:
             lake = LakeTable.open(table)
-        except Exception:
+        except LakeTableNotFound:
             return []
         ids = [p.id for p in pending(lake.storage) if p.request_id == request_id]
         if ids:
