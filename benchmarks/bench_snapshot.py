@@ -26,8 +26,8 @@ from common import machine_info, median, print_table, ratio, scratch_dir, timed,
 
 from airflow_lake.lake import instants
 from airflow_lake.lake.files import ColumnStats, DataFile
-from airflow_lake.lake.layout import CHECKPOINTS, LAST_CHECKPOINT, LOG, checkpoint_file
 from airflow_lake.lake.log import CommitLog, LogEntry
+from airflow_lake.lake.paths import CHECKPOINTS, LAST_CHECKPOINT, LOG, checkpoint_file
 from airflow_lake.lake.scan import Scan
 from airflow_lake.lake.snapshot import Snapshot, SnapshotResolver, TableState
 from airflow_lake.lake.table import LakeTable
@@ -146,7 +146,7 @@ def build_txn(path: str, args: argparse.Namespace) -> BuildResult:
         txn.commit(added=added, removed=removed)
         progress(seq, args.instants, started)
     return BuildResult(time.perf_counter() - started, args.instants, builder.compactions, builder.live_count(),
-                       table.log.head())
+                       table.commit_log.head())
 
 
 def table_spec(args: argparse.Namespace) -> dict[str, Any]:
@@ -165,7 +165,7 @@ def open_table(path: str, checkpoints: bool) -> LakeTable:
     """A fresh table object (empty cache); the baseline swaps in the full-fold resolver."""
     table = LakeTable.open(path)
     if not checkpoints:
-        table._resolver = FullFoldResolver(table.storage, table.log)
+        table._resolver = FullFoldResolver(table.storage, table.commit_log)
     return table
 
 
@@ -265,7 +265,7 @@ def commit_cost(path: str, commits: int) -> dict[str, Any]:
     """Milliseconds per commit through `begin` + `commit` on the big table (after the measurements)."""
     table = LakeTable.open(path)
     table.snapshot()
-    head = table.log.head()
+    head = table.commit_log.head()
     times = []
     for i in range(commits):
         def one(i: int = i) -> None:

@@ -63,7 +63,7 @@ def table(tmp_path: Path) -> LakeTable:
 def test_timeline_text_shows_every_state(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
     doomed = instants.request(table.storage, "commit", "write", {}, None)
     instants.mark_inflight(table.storage, doomed, base_seq=2)
-    rollback = table.rollback_instants([doomed], reason="x")
+    rollback = table.rollback_unchecked([doomed], reason="x")
     assert rollback is not None
     requested = instants.request(table.storage, "replace", "cluster", {}, None)
     inflight = instants.request(table.storage, "commit", "write", {}, None)
@@ -75,7 +75,7 @@ def test_timeline_text_shows_every_state(table: LakeTable, capsys: pytest.Captur
     lines = out.splitlines()
     assert lines[0].split()[:5] == ["INSTANT", "ACTION", "OPERATION", "STATE", "SEQ"]
     ids = [line.split()[0] for line in lines[1:]]
-    entries = [table.log.read(seq).instant for seq in range(3)]
+    entries = [table.commit_log.read(seq).instant for seq in range(3)]
     assert ids == [*entries, doomed, rollback.instant, requested, inflight]
     assert row(out, entries[0])[1:5] == ["create", "create_table", "completed", "0"]
     assert row(out, entries[1])[1:5] == ["commit", "write", "completed", "1"]
@@ -86,7 +86,7 @@ def test_timeline_text_shows_every_state(table: LakeTable, capsys: pytest.Captur
     assert f"rolled back {doomed}" in out
     assert row(out, requested)[1:6] == ["replace", "cluster", "requested", "-", "-"]
     assert row(out, inflight)[1:6] == ["commit", "write", "inflight", "-", "-"]
-    completed = time.strftime("%Y-%m-%d", time.gmtime(table.log.read(1).completed_at))
+    completed = time.strftime("%Y-%m-%d", time.gmtime(table.commit_log.read(1).completed_at))
     assert row(out, entries[1])[5] == completed
 
 
@@ -99,9 +99,9 @@ def test_timeline_json(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> 
     data = json.loads(out)
     assert data["table"] == table.url
     got = [(i["id"], i["action"], i["state"], i["seq"]) for i in data["instants"]]
-    assert got == [(table.log.read(0).instant, "create", "completed", 0),
-                   (table.log.read(1).instant, "commit", "completed", 1),
-                   (table.log.read(2).instant, "commit", "completed", 2),
+    assert got == [(table.commit_log.read(0).instant, "create", "completed", 0),
+                   (table.commit_log.read(1).instant, "commit", "completed", 1),
+                   (table.commit_log.read(2).instant, "commit", "completed", 2),
                    (pending, "commit", "requested", None)]
     assert data["instants"][2]["metrics"]["rows_added"] == 32
     assert data["instants"][2]["metrics"]["files_added"] == 3
@@ -127,7 +127,7 @@ def test_files_text_per_partition_and_bucket(table: LakeTable, capsys: pytest.Ca
     code, out, err = run(capsys, "files", table.url)
 
     assert (code, err) == (0, "")
-    assert f"snapshot 2 (instant {table.log.read(2).instant}" in out
+    assert f"snapshot 2 (instant {table.commit_log.read(2).instant}" in out
     assert row(out, "PARTITION") == ["PARTITION", "BUCKET", "(of", "4)", "FILES", "ROWS", "SIZE"]
     assert row(out, "dt=a") == ["dt=a", "3", "35", "350", "B"]
     assert row(out, "dt=b") == ["dt=b", "1", "7", "70", "B"]
@@ -156,7 +156,7 @@ def test_files_json(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_files_as_of_seq_and_instant(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
-    first = table.log.read(1)
+    first = table.commit_log.read(1)
     commit(table, [("b", 1, 2)], removed=[first.added[0].path])  # seq 3 replaces the file of seq 1
 
     for as_of in ("1", first.instant):
@@ -194,7 +194,7 @@ def test_show_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "show", lake.url)
 
     assert (code, err) == (0, "")
-    assert row(out, "snapshot")[:4] == ["snapshot", "1", "(instant", lake.log.read(1).instant + ","]
+    assert row(out, "snapshot")[:4] == ["snapshot", "1", "(instant", lake.commit_log.read(1).instant + ","]
     assert row(out, "partition_by") == ["partition_by", "dt"]
     assert row(out, "bucket ") == ["bucket", "8", "buckets", "by", "id,", "sorted", "by", "id"]
     assert row(out, "primary_key") == ["primary_key", "id"]
@@ -216,7 +216,7 @@ def test_show_json_as_of(table: LakeTable, capsys: pytest.CaptureFixture[str]) -
 
     assert code == 0
     data = json.loads(out)
-    assert (data["seq"], data["instant"]) == (1, table.log.read(1).instant)
+    assert (data["seq"], data["instant"]) == (1, table.commit_log.read(1).instant)
     assert data["spec"] == table.spec.to_dict()
     assert [(c["name"], c["type"]) for c in data["spec"]["columns"]] == [("id", "bigint"), ("dt", "string")]
     assert data["spec"]["bucket"]["count"] == 4
@@ -237,7 +237,7 @@ def test_missing_table(tmp_path: Path, capsys: pytest.CaptureFixture[str], comma
 
 def test_bad_as_of(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
     rolled = instants.request(table.storage, "commit", "write", {}, None)
-    table.rollback_instants([rolled], reason="x")
+    table.rollback_unchecked([rolled], reason="x")
     for as_of, message in [("99", "snapshot 99 does not exist"), ("yesterday", "is neither a sequence number"),
                            (rolled, f"instant {rolled} is not completed")]:
         code, out, err = run(capsys, "files", table.url, "--as-of", as_of)
@@ -246,7 +246,7 @@ def test_bad_as_of(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_as_of_before_clean(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
-    old = table.log.read(1).added[0].path
+    old = table.commit_log.read(1).added[0].path
     commit(table, [("a", 1, 1)], removed=[old])
     entry = clean_module.clean(table, 0, now=time.time() + 60)
     assert entry is not None and entry.metadata["deleted"] == [old]
@@ -283,7 +283,7 @@ def test_console_script(table: LakeTable, tmp_path: Path) -> None:
     text = subprocess.run([str(AIRFLOW_LAKE), "timeline", table.url], capture_output=True, text=True,
                           timeout=120, check=False)
     assert text.returncode == 0
-    assert table.log.read(2).instant in text.stdout
+    assert table.commit_log.read(2).instant in text.stdout
 
     bad = subprocess.run([str(AIRFLOW_LAKE), "show", str(tmp_path / "none")], capture_output=True, text=True,
                          timeout=120, check=False)

@@ -21,7 +21,7 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_lake.exceptions import LakeJobConflict, LakeJobError
 from airflow_lake.hooks.package_zip import package_zip
 from airflow_lake.jobs import ENTRY_POINT
-from airflow_lake.jobs.main import EXIT_CONFLICT
+from airflow_lake.jobs.command_line import EXIT_CONFLICT
 from airflow_lake.jobs.ops.common import entry_metrics
 from airflow_lake.jobs.registry import get, validate
 from airflow_lake.jobs.runner import run
@@ -163,6 +163,6 @@ class LakeHook(BaseHook):
             return []
         ids = [p.id for p in pending(lake.storage) if p.request_id == request_id]
         if ids:
-            lake.rollback_instants(ids, reason="task killed")
+            lake.rollback_unchecked(ids, reason="task killed")
             self.log.info("Rolled back instant(s) %s of the killed job", ids)
         return ids

@@ -2,6 +2,6 @@
 
 import sys
 
-from airflow_lake.jobs.main import main
+from airflow_lake.jobs.command_line import main
 
 sys.exit(main())

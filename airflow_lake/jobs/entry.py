@@ -2,7 +2,7 @@
 
 import sys
 
-from airflow_lake.jobs.main import main
+from airflow_lake.jobs.command_line import main
 
 if __name__ == "__main__":
     sys.exit(main())

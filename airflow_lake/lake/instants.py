@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_lake.lake import layout
+from airflow_lake.lake import paths
 from airflow_lake.lake.storage import Storage
 
 REQUESTED, INFLIGHT, COMPLETED, ROLLED_BACK = "requested", "inflight", "completed", "rolled_back"
@@ -72,22 +72,22 @@ def is_instant_id(text: str) -> bool:
 
 def requested_file(instant: str) -> str:
     """Pending file of a requested instant."""
-    return f"{layout.PENDING}/{instant}.requested.json"
+    return f"{paths.PENDING}/{instant}.requested.json"
 
 
 def inflight_file(instant: str) -> str:
     """Pending file of an inflight instant."""
-    return f"{layout.PENDING}/{instant}.inflight.json"
+    return f"{paths.PENDING}/{instant}.inflight.json"
 
 
 def heartbeat_file(instant: str) -> str:
     """Heartbeat of an inflight instant's writer."""
-    return f"{layout.HEARTBEATS}/{instant}"
+    return f"{paths.HEARTBEATS}/{instant}"
 
 
 def markers_dir(instant: str) -> str:
     """Markers of the data files an instant started writing."""
-    return f"{layout.MARKERS}/{instant}"
+    return f"{paths.MARKERS}/{instant}"
 
 
 def request(storage: Storage, action: str, operation: str, metadata: Mapping[str, Any],
@@ -145,7 +145,7 @@ class PendingInstant:
 
 def pending(storage: Storage) -> list[PendingInstant]:
     """All instants that have pending files, oldest first."""
-    names = storage.list_dir(layout.PENDING)
+    names = storage.list_dir(paths.PENDING)
     ids = sorted({n.split(".", 1)[0] for n in names if n.endswith(".requested.json")})
     out = []
     for instant in ids:

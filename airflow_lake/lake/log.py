@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_lake.lake import layout
+from airflow_lake.lake import paths
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.storage import Storage
 
@@ -93,18 +93,18 @@ class CommitLog:
         existence check per new entry instead of a listing of thousands of files.
         """
         if self._known < 0:
-            seqs = [s for s in (layout.seq_of(n) for n in self.storage.list_dir(layout.LOG)) if s is not None]
+            seqs = [s for s in (paths.seq_of(n) for n in self.storage.list_dir(paths.LOG)) if s is not None]
             self._known = max(seqs, default=-1)
             return self._known
         known = self._known  # a local probe: threads sharing this object only ever store verified numbers
-        while self.storage.exists(layout.log_file(known + 1)):
+        while self.storage.exists(paths.log_file(known + 1)):
             known += 1
         self._known = max(self._known, known)
         return known
 
     def read(self, seq: int) -> LogEntry:
         """The entry with sequence number `seq`."""
-        return LogEntry.from_dict(self.storage.read_json(layout.log_file(seq)))
+        return LogEntry.from_dict(self.storage.read_json(paths.log_file(seq)))
 
     def entries(self, after: int, upto: int | None = None) -> Iterator[LogEntry]:
         """Entries after `after` up to `upto` (inclusive; default the head), in order."""
@@ -114,4 +114,4 @@ class CommitLog:
 
     def try_append(self, entry: LogEntry) -> bool:
         """Create the entry's file; False if another writer took that number first."""
-        return self.storage.create_json(layout.log_file(entry.seq), entry.to_dict())  # head() probes past it
+        return self.storage.create_json(paths.log_file(entry.seq), entry.to_dict())  # head() probes past it

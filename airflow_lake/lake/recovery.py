@@ -33,8 +33,8 @@ def delete_written_files(table: LakeTable, instant: str) -> int:
     return deleted
 
 
-def rollback_instants(table: LakeTable, ids: Iterable[str], reason: str,
-                      request_id: str | None = None) -> LogEntry | None:
+def rollback_unchecked(table: LakeTable, ids: Iterable[str], reason: str,
+                       request_id: str | None = None) -> LogEntry | None:
     """Roll back unfinished instants (no liveness check: callers decide they are dead)."""
     todo = list(dict.fromkeys(ids))
     state = table.state()
@@ -85,7 +85,7 @@ def recover(table: LakeTable, timeout: float | None = None, request_id: str | No
     if not dead:
         return None
     log.info("instants %s have no heartbeat for over %.0f s: rolling them back", dead, limit)
-    return rollback_instants(table, dead, reason=f"writer dead (no heartbeat for {limit:.0f} s)",
+    return rollback_unchecked(table, dead, reason=f"writer dead (no heartbeat for {limit:.0f} s)",
                              request_id=request_id)
 
 
@@ -108,4 +108,4 @@ def rollback(table: LakeTable, ids: Iterable[str], request_id: str | None = None
         if item.inflight and now - item.last_beat <= limit:
             raise LakeError(f"instant {instant} is alive (heartbeat {now - item.last_beat:.0f} s ago, timeout "
                             f"{limit:.0f} s); a live writer is never rolled back. Fix: stop its job or wait.")
-    return rollback_instants(table, ids, reason="requested", request_id=request_id)
+    return rollback_unchecked(table, ids, reason="requested", request_id=request_id)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_lake.lake import layout
+from airflow_lake.lake import paths
 from airflow_lake.lake.errors import LakeSnapshotNotFound, LakeTableNotFound
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.log import CommitLog, LogEntry
@@ -118,12 +118,12 @@ class SnapshotResolver:
 
     def __init__(self, storage: Storage, log: CommitLog) -> None:
         self.storage = storage
-        self.log = log
+        self.commit_log = log
         self._latest: TableState | None = None
 
     def state(self, seq: int | None = None) -> TableState:
         """The state after entry `seq` (default: the head of the log)."""
-        head = self.log.head()
+        head = self.commit_log.head()
         if head < 0:
             raise LakeTableNotFound(f"no lake table at {self.storage.url!r}. Fix: create it first "
                                     "(LakeTable.create or the create_table operation).")
@@ -132,7 +132,7 @@ class SnapshotResolver:
             raise LakeSnapshotNotFound(f"snapshot {target} does not exist; the log ends at {head}.")
         cached = self._latest
         state = cached.copy() if cached is not None and cached.seq <= target else self._from_checkpoint(target)
-        for entry in self.log.entries(state.seq, target):
+        for entry in self.commit_log.entries(state.seq, target):
             state.apply(entry)
         if target == head:
             self._latest = state
@@ -145,14 +145,14 @@ class SnapshotResolver:
         the end to folding the log from the start.
         """
         try:
-            hint = int(self.storage.read_json(layout.LAST_CHECKPOINT)["seq"])
+            hint = int(self.storage.read_json(paths.LAST_CHECKPOINT)["seq"])
         except (FileNotFoundError, KeyError, ValueError):
             hint = -1
         if 0 <= hint <= target:
             state = self._read_checkpoint(hint)
             if state is not None:
                 return state
-        older = (s for s in (layout.seq_of(n) for n in self.storage.list_dir(layout.CHECKPOINTS))
+        older = (s for s in (paths.seq_of(n) for n in self.storage.list_dir(paths.CHECKPOINTS))
                  if s is not None and s <= target and s != hint)
         for seq in sorted(older, reverse=True):
             state = self._read_checkpoint(seq)
@@ -162,14 +162,14 @@ class SnapshotResolver:
 
     def _read_checkpoint(self, seq: int) -> TableState | None:
         try:
-            return TableState.from_dict(self.storage.read_json(layout.checkpoint_file(seq)))
+            return TableState.from_dict(self.storage.read_json(paths.checkpoint_file(seq)))
         except (FileNotFoundError, KeyError, ValueError):
             return None
 
     def write_checkpoint(self, state: TableState) -> None:
         """Persist `state` as a checkpoint and point the hint at it."""
-        self.storage.write_json(layout.checkpoint_file(state.seq), state.to_dict())
-        self.storage.write_json(layout.LAST_CHECKPOINT, {"seq": state.seq})
+        self.storage.write_json(paths.checkpoint_file(state.seq), state.to_dict())
+        self.storage.write_json(paths.LAST_CHECKPOINT, {"seq": state.seq})
 
 
 def snapshot_of(state: TableState, cleaned_before: int = 0) -> Snapshot:

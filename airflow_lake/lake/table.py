@@ -31,8 +31,8 @@ class LakeTable:
 
     def __init__(self, url: str) -> None:
         self.storage = Storage(url)
-        self.log = CommitLog(self.storage)
-        self._resolver = SnapshotResolver(self.storage, self.log)
+        self.commit_log = CommitLog(self.storage)
+        self._resolver = SnapshotResolver(self.storage, self.commit_log)
 
     def __repr__(self) -> str:
         return f"LakeTable({self.url!r})"
@@ -54,11 +54,11 @@ class LakeTable:
                          operation="create_table", started_at=now, completed_at=now,
                          request_id=request_id, metadata={"spec": table_spec.to_dict()},
                          metrics={"columns": len(table_spec.columns), "created": True})
-        if table.log.head() < 0 and table.log.try_append(entry):
+        if table.commit_log.head() < 0 and table.commit_log.try_append(entry):
             log.info("created lake table %s", table.url)
             return table
         existing = table.spec
-        first = table.log.read(0)
+        first = table.commit_log.read(0)
         if (exist_ok or (request_id is not None and first.request_id == request_id)) and existing == table_spec:
             return table  # identical table, or a retry of the request that created it
         if exist_ok:
@@ -71,7 +71,7 @@ class LakeTable:
     def open(cls, path: str) -> LakeTable:
         """Open an existing table."""
         table = cls(path)
-        if table.log.head() < 0:
+        if table.commit_log.head() < 0:
             raise LakeTableNotFound(f"no lake table at {table.url!r}. Fix: create it first (operation "
                                     "create_table) or check the path.")
         return table
@@ -119,10 +119,10 @@ class LakeTable:
 
     def timeline(self, limit: int | None = None) -> list[Instant]:
         """Instants in log order (completed and rolled back), then pending ones; `limit` keeps the last N."""
-        head = self.log.head()
+        head = self.commit_log.head()
         first = 0 if limit is None else max(0, head - limit + 1)
         out: list[Instant] = []
-        for entry in self.log.entries(first - 1, head):
+        for entry in self.commit_log.entries(first - 1, head):
             for rolled in entry.rolled_back:
                 info = entry.metadata.get("instants", {}).get(rolled, {})
                 out.append(Instant(rolled, info.get("action", "?"), instants.ROLLED_BACK,
@@ -142,7 +142,7 @@ class LakeTable:
 
     def entries_since(self, seq: int) -> list[LogEntry]:
         """Log entries completed after `seq`, in order."""
-        return list(self.log.entries(seq))
+        return list(self.commit_log.entries(seq))
 
     def is_finished(self, instant: str) -> bool:
         """True if `instant` is completed or rolled back (in the log)."""
@@ -152,7 +152,7 @@ class LakeTable:
     def find_request(self, request_id: str) -> LogEntry | None:
         """The completed entry recorded with `request_id` (makes retries idempotent), if any."""
         seq = self.state().requests.get(request_id)
-        return None if seq is None else self.log.read(seq)
+        return None if seq is None else self.commit_log.read(seq)
 
     # -- reads ---------------------------------------------------------------------------------------
     def scan(self, filters: Iterable[Sequence[Any]] | None = None, as_of: AsOf = None) -> Scan:
@@ -181,9 +181,9 @@ class LakeTable:
     def write(self, df: DataFrame, *, mode: str = "append", partitions: Sequence[Mapping[str, Any]] | str | None = None,
               request_id: str | None = None) -> LogEntry:
         """Append `df`, or overwrite the whole table, the listed partitions, or ('dynamic') those in `df`."""
-        from airflow_lake.lake import commit
+        from airflow_lake.lake import write as lake_write
 
-        return commit.write(self, df, mode=mode, partitions=partitions, request_id=request_id)
+        return lake_write.write(self, df, mode=mode, partitions=partitions, request_id=request_id)
 
     def append_entry(self, action: str, operation: str, *, added: Sequence[Any] = (),
                      removed: Sequence[str] = (), rolled_back: Sequence[str] = (),
@@ -203,8 +203,8 @@ class LakeTable:
         checked = base.seq
         try:
             while True:
-                head = self.log.head()
-                since = list(self.log.entries(checked, head))
+                head = self.commit_log.head()
+                since = list(self.commit_log.entries(checked, head))
                 checked = head
                 if precheck is not None and not precheck(since):
                     return None
@@ -214,7 +214,7 @@ class LakeTable:
                                  added=tuple(added), removed=tuple(removed), rolled_back=tuple(rolled_back),
                                  request_id=request_id, metadata=dict(metadata or {}),
                                  metrics=dict(metrics_of() if metrics_of else {}))
-                if self.log.try_append(entry):
+                if self.commit_log.try_append(entry):
                     self.after_commit(entry)
                     return entry
         finally:
@@ -234,9 +234,10 @@ class LakeTable:
             return recovery.recover(self, request_id=request_id)
         return recovery.rollback(self, list(instant_ids), request_id=request_id)
 
-    def rollback_instants(self, instant_ids: Iterable[str], reason: str) -> LogEntry | None:
-        """Roll back instants this process owns (no liveness check)."""
-        return recovery.rollback_instants(self, instant_ids, reason)
+    def rollback_unchecked(self, instant_ids: Iterable[str], reason: str) -> LogEntry | None:
+        """Roll back instants WITHOUT checking that their writer is dead: for instants the caller owns
+        (its own aborted write, a task it killed). Use `rollback` for anyone else's."""
+        return recovery.rollback_unchecked(self, instant_ids, reason)
 
     def clean(self, retain_hours: float | None = None, request_id: str | None = None) -> LogEntry | None:
         """Delete removed files no snapshot within `retain_hours` needs (default: the table property)."""

@@ -82,7 +82,7 @@ class Transaction:
             **(metrics or {}),
         }
         checked = self.base.seq
-        log_ = self.table.log
+        log_ = self.table.commit_log
         for _ in range(MAX_APPEND_ATTEMPTS):
             head = log_.head()
             check(intent, log_.entries(checked, head))
@@ -115,7 +115,7 @@ class Transaction:
         self._done = True
         self._heartbeat.stop()
         try:
-            self.table.rollback_instants([self.instant], reason="aborted by its writer")
+            self.table.rollback_unchecked([self.instant], reason="aborted by its writer")
         except Exception:  # the next writer rolls it back once the heartbeat is stale
             log.warning("rollback of instant %s failed; it will be rolled back later", self.instant,
                         exc_info=True)

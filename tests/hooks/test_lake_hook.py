@@ -43,7 +43,7 @@ def test_a_failed_job_raises_with_the_tail_of_the_spark_output(table_path: str, 
     message = str(info.value)
     assert "Last spark-submit output" in message
     assert "missing.parquet" in message  # Spark's own error names the path
-    assert LakeTable.open(table_path).log.head() == 0 and pending(LakeTable.open(table_path).storage) == []
+    assert LakeTable.open(table_path).commit_log.head() == 0 and pending(LakeTable.open(table_path).storage) == []
 
 
 def test_a_bad_spec_fails_before_spark_submit(table_path: str) -> None:

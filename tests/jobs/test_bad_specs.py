@@ -100,7 +100,7 @@ def bad_cases(table: LakeTable, tmp: Path) -> list[tuple[str, str, dict[str, Any
          "unsupported column type"),
         ("existing table, other spec", "create_table",
          {"table": t, "schema": "id BIGINT", "if_exists": "ignore"}, LakeTableExists, "different spec"),
-        ("rollback of a completed instant", "rollback", {"table": t, "instants": [table.log.read(1).instant]},
+        ("rollback of a completed instant", "rollback", {"table": t, "instants": [table.commit_log.read(1).instant]},
          LakeError, "is completed"),
         ("rollback of a bad id", "rollback", {"table": t, "instants": ["yesterday"]}, LakeSpecError,
          "not an instant id"),
@@ -112,7 +112,7 @@ def test_bad_input_fails_clearly_and_commits_nothing(spark: Any, table: LakeTabl
     cases = bad_cases(table, tmp_path)
     assert len(cases) >= 10
     before = snapshot_of_everything(table)
-    head = table.log.head()
+    head = table.commit_log.head()
     for name, operation, spec, error, text in cases:
         with pytest.raises(error) as info:
             run(spark, operation, spec)

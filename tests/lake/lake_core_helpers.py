@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from airflow_lake.lake import ColumnStats, DataFile, LakeTable, layout
+from airflow_lake.lake import ColumnStats, DataFile, LakeTable, paths
 from airflow_lake.lake.instants import heartbeat_file, inflight_file, markers_dir, requested_file
 from airflow_lake.lake.log import LogEntry
 from airflow_lake.lake.partitions import partition_dir
@@ -78,7 +78,7 @@ def live_paths(table: LakeTable, as_of: int | str | None = None) -> set[str]:
 
 def pending_names(table: LakeTable, instant: str) -> list[str]:
     """Every metadata file an unfinished instant keeps: pending files, heartbeat, markers."""
-    names = [n for n in table.storage.list_dir(layout.PENDING) if n.startswith(instant)]
+    names = [n for n in table.storage.list_dir(paths.PENDING) if n.startswith(instant)]
     if table.storage.exists(heartbeat_file(instant)):
         names.append("heartbeat")
     names.extend(table.storage.walk_files(markers_dir(instant)))

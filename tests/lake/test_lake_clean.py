@@ -80,7 +80,7 @@ def test_clean_deletes_only_files_removed_before_the_retention(table_path: str) 
 
     # the same clean again: nothing to do
     assert clean(table, retain_hours=1, now=now) is None
-    assert table.log.head() == 4
+    assert table.commit_log.head() == 4
     # later, f2 expires too
     entry = clean(table, retain_hours=1, now=e3.completed_at + 3601)
     assert entry is not None and entry.metadata["deleted"] == [f2.path]

@@ -75,8 +75,8 @@ def test_threads_appending_concurrently_lose_nothing(table_path: str, shared: bo
     make_table(table_path, {"heartbeat.timeout.seconds": "60"})  # no writer may look dead on a busy machine
     added = run_threads(table_path, threads=8, commits=5, shared=shared)
     table = LakeTable(table_path)
-    assert table.log.head() == 40
-    entries = [table.log.read(seq) for seq in range(1, 41)]
+    assert table.commit_log.head() == 40
+    entries = [table.commit_log.read(seq) for seq in range(1, 41)]
     assert [e.seq for e in entries] == list(range(1, 41))
     assert all(e.action == "commit" and len(e.added) == 1 for e in entries)
     assert len({e.instant for e in entries}) == 40
@@ -106,7 +106,7 @@ def test_instant_ids_are_never_reused(table_path: str, monkeypatch: pytest.Monke
     put_file(table, f2)
     second.commit(added=[f2])  # two appends: no conflict
     assert live_paths(table) == {f1.path, f2.path}
-    instants = [table.log.read(seq).instant for seq in range(table.log.head() + 1)]
+    instants = [table.commit_log.read(seq).instant for seq in range(table.commit_log.head() + 1)]
     assert len(set(instants)) == len(instants)
 
 
@@ -127,7 +127,7 @@ def test_replace_conflicts_with_a_replace_of_the_same_file(table_path: str) -> N
         loser.commit(added=lost_files, removed=[base_file.path])
     assert info.value.retryable is True
     assert base_file.path in str(info.value)
-    head = table.log.head()
+    head = table.commit_log.head()
     loser.abort()
 
     rolled = [i for i in table.timeline() if i.id == loser.instant]
@@ -139,7 +139,7 @@ def test_replace_conflicts_with_a_replace_of_the_same_file(table_path: str) -> N
     assert pending_names(table, loser.instant) == []
     assert live_paths(table) == {won_file.path, other.path}
     loser.abort()  # a second abort does nothing
-    assert table.log.head() == head + 1
+    assert table.commit_log.head() == head + 1
 
 
 def test_a_commit_that_read_a_replaced_file_conflicts(table_path: str) -> None:
@@ -226,7 +226,7 @@ def test_a_finished_transaction_cannot_commit_again(table_path: str) -> None:
     with pytest.raises(LakeError, match="already finished"):
         txn.commit(added=[data_file(txn)])
     txn.abort()  # after a commit: nothing to roll back
-    assert table.log.head() == 1 and live_paths(table) == {item.path}
+    assert table.commit_log.head() == 1 and live_paths(table) == {item.path}
     aborted = table.begin("commit", "write")
     aborted.abort()
     with pytest.raises(LakeError, match="already finished"):

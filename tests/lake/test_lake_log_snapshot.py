@@ -16,7 +16,7 @@ from airflow_lake.lake import (
     LakeSpecError,
     LakeTable,
     LakeTableNotFound,
-    layout,
+    paths,
 )
 from airflow_lake.lake.instants import COMPLETED, INFLIGHT, format_id, id_millis, is_instant_id
 from tests.lake.lake_core_helpers import append, data_file, live_paths, make_table
@@ -24,10 +24,10 @@ from tests.lake.lake_core_helpers import append, data_file, live_paths, make_tab
 
 def test_new_table_is_entry_zero(table_path: str) -> None:
     table = make_table(table_path)
-    assert table.log.head() == 0
+    assert table.commit_log.head() == 0
     snap = table.snapshot()
     assert (snap.seq, snap.files, snap.rows, snap.bytes) == (0, (), 0, 0)
-    entry = table.log.read(0)
+    entry = table.commit_log.read(0)
     assert entry.action == "create" and is_instant_id(entry.instant)
     assert [(i.seq, i.action, i.state) for i in table.timeline()] == [(0, "create", COMPLETED)]
 
@@ -37,7 +37,7 @@ def test_commits_are_numbered_in_order_with_increasing_instants(table_path: str)
     entries = [append(table, part, rows=5)[0] for part in ("a", "b", "a", "c")]
     assert [e.seq for e in entries] == [1, 2, 3, 4]
     assert [e.base_seq for e in entries] == [0, 1, 2, 3]
-    instants = [table.log.read(0).instant, *(e.instant for e in entries)]
+    instants = [table.commit_log.read(0).instant, *(e.instant for e in entries)]
     assert instants == sorted(instants) and len(set(instants)) == 5
     assert all(e.metrics["files_added"] == 1 and e.metrics["rows_added"] == 5 for e in entries)
     assert [(i.seq, i.id) for i in table.timeline()][1:] == [
@@ -84,7 +84,7 @@ def test_removing_a_file_that_is_not_live_is_refused(table_path: str) -> None:
     txn = table.begin("replace", "compact")
     with pytest.raises(LakeError, match="not live"):
         txn.commit(added=[data_file(txn, "a")], removed=["dt=a/never-written.parquet"])
-    assert table.log.head() == 1
+    assert table.commit_log.head() == 1
     txn.abort()
     assert txn.instant in table.state().rolled_back
 
@@ -97,11 +97,11 @@ def test_time_travel_by_seq_and_instant(table_path: str) -> None:
     g = data_file(txn, "a")
     e3 = txn.commit(added=[g], removed=[f1[0].path])
     expected = {0: set(), 1: {f1[0].path}, 2: {f1[0].path, f2[0].path}, 3: {f2[0].path, g.path}}
-    for seq, paths in expected.items():
-        assert live_paths(table, seq) == paths
-        assert live_paths(table, str(seq)) == paths
+    for seq, want in expected.items():
+        assert live_paths(table, seq) == want
+        assert live_paths(table, str(seq)) == want
         snap = table.snapshot(seq)
-        assert snap.seq == seq and snap.instant == table.log.read(seq).instant
+        assert snap.seq == seq and snap.instant == table.commit_log.read(seq).instant
     for entry in (e1, e2, e3):
         assert live_paths(table, entry.instant) == expected[entry.seq]
         assert table.resolve(entry.instant) == entry.seq
@@ -174,24 +174,24 @@ def build_history(table: LakeTable, commits: int) -> dict[int, set[str]]:
 def test_checkpoints_every_interval_and_identical_resolution(table_path: str, tmp_path: Path) -> None:
     table = make_table(table_path, {"checkpoint.interval": "5"})
     expected = build_history(table, 11)
-    head = table.log.head()
+    head = table.commit_log.head()
     assert head == max(expected) and head >= 12  # aborts add rollback entries too
     # every seq has an expected state: fill the gaps of rollback entries
     for seq in range(1, head + 1):
         if seq not in expected:
             expected[seq] = expected[seq - 1]
-    checkpoints = [layout.seq_of(n) for n in table.storage.list_dir(layout.CHECKPOINTS)]
+    checkpoints = [paths.seq_of(n) for n in table.storage.list_dir(paths.CHECKPOINTS)]
     assert checkpoints == [s for s in range(5, head + 1, 5)]
-    assert table.storage.read_json(layout.LAST_CHECKPOINT) == {"seq": checkpoints[-1]}
+    assert table.storage.read_json(paths.LAST_CHECKPOINT) == {"seq": checkpoints[-1]}
     for seq in checkpoints:
-        raw = table.storage.read_json(layout.checkpoint_file(seq))
+        raw = table.storage.read_json(paths.checkpoint_file(seq))
         assert raw["seq"] == seq
         assert {f["path"] for f in raw["files"]} == expected[seq]
 
     plain = tmp_path / "no_checkpoints"
     shutil.copytree(table_path, plain)
-    shutil.rmtree(plain / layout.CHECKPOINTS)
-    (plain / layout.LAST_CHECKPOINT).unlink()
+    shutil.rmtree(plain / paths.CHECKPOINTS)
+    (plain / paths.LAST_CHECKPOINT).unlink()
     seqs = list(range(head + 1))
     for order in (seqs, list(reversed(seqs)), [7, 2, head, 5, 4, 10, 0, 9]):
         with_cp, without_cp = LakeTable(table_path), LakeTable(str(plain))
@@ -208,16 +208,16 @@ def test_checkpoints_every_interval_and_identical_resolution(table_path: str, tm
 
 def test_resolution_starts_from_the_newest_checkpoint(table_path: str, tmp_path: Path) -> None:
     table = make_table(table_path, {"checkpoint.interval": "5"})
-    paths = [append(table, "ab"[i % 2])[1][0].path for i in range(7)]
-    assert table.log.head() == 7
-    assert layout.seq_of(table.storage.list_dir(layout.CHECKPOINTS)[-1]) == 5
+    written = [append(table, "ab"[i % 2])[1][0].path for i in range(7)]
+    assert table.commit_log.head() == 7
+    assert paths.seq_of(table.storage.list_dir(paths.CHECKPOINTS)[-1]) == 5
     copy = tmp_path / "pruned"
     shutil.copytree(table_path, copy)
     for seq in range(1, 5):  # entries before the checkpoint are not needed for newer snapshots
-        (copy / layout.log_file(seq)).unlink()
+        (copy / paths.log_file(seq)).unlink()
     pruned = LakeTable(str(copy))
-    assert live_paths(pruned) == set(paths)
-    assert live_paths(pruned, 6) == set(paths[:6])
+    assert live_paths(pruned) == set(written)
+    assert live_paths(pruned, 6) == set(written[:6])
     assert pruned.spec == table.spec
 
 
@@ -249,11 +249,11 @@ def test_stray_files_in_the_log_are_ignored(table_path: str) -> None:
     """A crash mid-create leaves at most a temporary file; it is never mistaken for an entry."""
     table = make_table(table_path)
     _, (item,) = append(table, "a")
-    log_dir = Path(table.storage.path(layout.LOG))
-    (log_dir / f"{layout.log_file(2).rsplit('/', 1)[1]}.0123abcd.tmp").write_text('{"seq": 2')
+    log_dir = Path(table.storage.path(paths.LOG))
+    (log_dir / f"{paths.log_file(2).rsplit('/', 1)[1]}.0123abcd.tmp").write_text('{"seq": 2')
     (log_dir / "notes.txt").write_text("x")
     fresh = LakeTable(table_path)
-    assert fresh.log.head() == 1
+    assert fresh.commit_log.head() == 1
     assert live_paths(fresh) == {item.path}
     entry, _ = append(fresh, "b")
     assert entry.seq == 2
@@ -285,9 +285,9 @@ def test_a_missing_checkpoint_falls_back_to_the_log(tmp_path: Path) -> None:
 def test_head_sees_entries_appended_by_other_processes(tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     reader = make_table(path)
-    assert reader.log.head() == 0
+    assert reader.commit_log.head() == 0
     writer = LakeTable.open(path)  # another process, in effect
     for _ in range(3):
         txn = writer.begin("commit", "write")
         txn.commit(added=[data_file(txn, "a")])
-    assert reader.log.head() == 3 and len(reader.snapshot().files) == 3
+    assert reader.commit_log.head() == 3 and len(reader.snapshot().files) == 3

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from airflow_lake.lake import LakeError, LakeInstantRolledBack, LakeTable, layout
+from airflow_lake.lake import LakeError, LakeInstantRolledBack, LakeTable, paths
 from airflow_lake.lake import instants as instants_module
 from airflow_lake.lake.instants import INFLIGHT, REQUESTED, ROLLED_BACK, markers_dir, requested_file
 from airflow_lake.lake.log import LogEntry
@@ -42,7 +42,7 @@ def test_dead_writer_is_rolled_back_by_the_next_writer_and_live_one_is_not(table
     nxt = table.begin("commit", "write")
     # the dead instant: rolled back, its files and pending files gone
     assert states(table)[dead.instant] == ROLLED_BACK
-    rollback = table.log.read(table.log.head())
+    rollback = table.commit_log.read(table.commit_log.head())
     assert rollback.action == "rollback" and rollback.rolled_back == (dead.instant,)
     assert rollback.metadata["instants"][dead.instant]["action"] == "commit"
     assert "writer dead" in rollback.metadata["reason"]
@@ -58,20 +58,20 @@ def test_dead_writer_is_rolled_back_by_the_next_writer_and_live_one_is_not(table
     assert states(table)[live.instant] == INFLIGHT
 
     # the dead writer wakes up: it must not commit anything
-    head = table.log.head()
+    head = table.commit_log.head()
     with pytest.raises(LakeInstantRolledBack):
         dead.commit(added=dead_files)
     dead.abort()
-    assert table.log.head() == head
+    assert table.commit_log.head() == head
     assert not {f.path for f in dead_files} & live_paths(table)
 
     live.commit(added=live_files)
     mine = data_file(nxt, "d")
     nxt.commit(added=[mine])
     assert live_paths(table) == {committed.path, mine.path, *(f.path for f in live_files)}
-    assert table.storage.list_dir(layout.PENDING) == []
-    assert table.storage.list_dir(layout.HEARTBEATS) == []
-    assert table.storage.list_dir(layout.MARKERS) == []
+    assert table.storage.list_dir(paths.PENDING) == []
+    assert table.storage.list_dir(paths.HEARTBEATS) == []
+    assert table.storage.list_dir(paths.MARKERS) == []
 
 
 def test_rollback_on_request_of_a_dead_writer(table_path: str) -> None:
@@ -100,7 +100,7 @@ def test_rollback_of_completed_or_unknown_instants_is_refused(table_path: str) -
         table.rollback([entry.instant])
     with pytest.raises(LakeError, match="not pending"):
         table.rollback(["20000101000000000"])
-    assert on_disk(table, item) and table.log.head() == 1
+    assert on_disk(table, item) and table.commit_log.head() == 1
 
 
 def test_rollback_with_nothing_stale_returns_none(table_path: str) -> None:
@@ -111,7 +111,7 @@ def test_rollback_with_nothing_stale_returns_none(table_path: str) -> None:
     assert table.rollback() is None
     assert table.rollback([]) is None  # an empty list rolls back nothing
     txn.commit(added=[data_file(txn)])
-    assert table.log.head() == 2
+    assert table.commit_log.head() == 2
 
 
 def test_stale_requested_instant_of_a_dead_writer_is_rolled_back(table_path: str) -> None:
@@ -206,7 +206,7 @@ def test_abort_rolls_back_the_writers_own_files(table_path: str) -> None:
     # a marker for a file the writer never got to create is harmless
     table.storage.touch(f"{markers_dir(txn.instant)}/dt=c/never-created.parquet")
     txn.abort()
-    entry = table.log.read(table.log.head())
+    entry = table.commit_log.read(table.commit_log.head())
     assert entry.action == "rollback" and entry.rolled_back == (txn.instant,)
     assert entry.metadata["reason"] == "aborted by its writer"
     assert entry.metadata["instants"][txn.instant]["request_id"] == "job-1"

@@ -14,7 +14,7 @@ SPEC = {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"]}
 def test_create_is_retry_safe_for_its_own_request_only(table_path: str) -> None:
     LakeTable.create(table_path, SPEC, request_id="dag/create/run1/-1")
     again = LakeTable.create(table_path, SPEC, request_id="dag/create/run1/-1")  # the task's retry
-    assert again.log.head() == 0
+    assert again.commit_log.head() == 0
     with pytest.raises(LakeTableExists, match="already exists"):
         LakeTable.create(table_path, SPEC, request_id="someone-else")
     with pytest.raises(LakeTableExists):

@@ -198,7 +198,7 @@ def test_spec_is_stored_with_the_table(table_path: str) -> None:
     table = LakeTable.open(table_path)
     assert table.spec == spec
     assert table.snapshot().spec == spec
-    assert table.log.read(0).metadata["spec"] == spec.to_dict()
+    assert table.commit_log.read(0).metadata["spec"] == spec.to_dict()
 
 
 def test_invalid_spec_writes_nothing(table_path: str) -> None:
@@ -216,4 +216,4 @@ def test_create_twice_and_exist_ok(table_path: str) -> None:
     assert LakeTable.create(table_path, FULL, exist_ok=True).spec == TableSpec.from_dict(FULL)
     with pytest.raises(LakeTableExists):
         LakeTable.create(table_path, {"schema": "id BIGINT"}, exist_ok=True)
-    assert LakeTable(table_path).log.head() == 0
+    assert LakeTable(table_path).commit_log.head() == 0

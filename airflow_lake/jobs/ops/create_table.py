@@ -42,7 +42,7 @@ def execute(_spark: Any, spec: CreateTableSpec) -> dict[str, Any]:
     existed = LakeTable.exists(spec.table)
     table = LakeTable.create(spec.table, spec.spec, exist_ok=spec.if_exists == "ignore",
                              request_id=spec.request_id)
-    first = table.log.read(0)
+    first = table.commit_log.read(0)
     ours = not existed or (spec.request_id is not None and first.request_id == spec.request_id)
     return entry_metrics(table.url, "create_table", first, created=ours)
 

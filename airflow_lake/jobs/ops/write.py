@@ -9,7 +9,7 @@ from typing import Any
 from airflow_lake.jobs.fields import SpecReader
 from airflow_lake.jobs.ops.common import entry_metrics, table_path
 from airflow_lake.jobs.registry import Operation, register
-from airflow_lake.lake import commit
+from airflow_lake.lake import write as lake_write
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.sources import Source, load
 from airflow_lake.lake.table import LakeTable
@@ -34,11 +34,11 @@ def parse(raw: Mapping[str, Any]) -> WriteSpec:
         raise LakeSpecError("source", "the write operation needs a `source`.",
                             "Give {'path': ..., 'format': ...} or {'query': ..., 'tables': {...}}.")
     source = Source.from_dict(reader.raw_value("source"))
-    mode = reader.choice("mode", commit.MODES, "append")
+    mode = reader.choice("mode", lake_write.MODES, "append")
     partitions = reader.raw_value("partitions")
     if partitions is not None and mode != "overwrite":
         raise LakeSpecError("partitions", "partitions apply to overwrite only.", "Set mode to 'overwrite'.")
-    if isinstance(partitions, str) and partitions != commit.DYNAMIC:
+    if isinstance(partitions, str) and partitions != lake_write.DYNAMIC:
         raise LakeSpecError("partitions", f"{partitions!r} is not allowed.",
                             "Give a list of partitions or 'dynamic'.")
     request_id = reader.string("request_id")
@@ -49,12 +49,12 @@ def parse(raw: Mapping[str, Any]) -> WriteSpec:
 def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     """Run the write; a retry with the same request_id returns the first run's metrics."""
     table = LakeTable.open(spec.table)
-    commit.normalize_partitions(table.spec, spec.partitions)  # fail before reading the source
+    lake_write.normalize_partitions(table.spec, spec.partitions)  # fail before reading the source
     prior = table.find_request(spec.request_id) if spec.request_id else None
     if prior is not None:
         return entry_metrics(table.url, "write", prior, already_committed=True)
     df, reads = load(spark, spec.source, table.spec)
-    entry = commit.write(table, df, mode=spec.mode, partitions=spec.partitions, request_id=spec.request_id,
+    entry = lake_write.write(table, df, mode=spec.mode, partitions=spec.partitions, request_id=spec.request_id,
                          reads=reads.get(table.url, ()), metadata={"source": spec.source.describe()})
     return entry_metrics(table.url, "write", entry, already_committed=False)
 
