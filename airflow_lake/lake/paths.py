@@ -8,7 +8,8 @@ PENDING = f"{META}/pending"  # requested / inflight instants not (yet) in the lo
 HEARTBEATS = f"{META}/heartbeats"  # touched by a live writer
 MARKERS = f"{META}/markers"  # one empty file per data file an instant started writing
 CHECKPOINTS = f"{META}/checkpoints"  # the folded table state every N sequence numbers
-LAST_CHECKPOINT = f"{META}/_last_checkpoint.json"
+LAST_CHECKPOINT = f"{META}/_last_checkpoint.json"  # {"seq": N, "format": "parquet", ...}: the newest checkpoint
+CHECKPOINT_FORMATS = ("parquet", "json")  # Parquet since format 2; JSON checkpoints of older tables are still read
 
 
 def log_file(seq: int) -> str:
@@ -16,12 +17,18 @@ def log_file(seq: int) -> str:
     return f"{LOG}/{seq:020d}.json"
 
 
-def checkpoint_file(seq: int) -> str:
-    """Relative path of the checkpoint taken after `seq`."""
-    return f"{CHECKPOINTS}/{seq:020d}.json"
+def checkpoint_file(seq: int, fmt: str = "parquet") -> str:
+    """Relative path of the checkpoint taken after `seq` in format `fmt` ("parquet", or "json" for old tables)."""
+    return f"{CHECKPOINTS}/{seq:020d}.{fmt}"
 
 
 def seq_of(name: str) -> int | None:
-    """Sequence number of a log or checkpoint file name, or None for other names."""
+    """Sequence number of a log file name (`<seq:020d>.json`), or None for other names."""
     stem = name[:-5] if name.endswith(".json") else ""
     return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+def checkpoint_of(name: str) -> tuple[int, str] | None:
+    """(sequence number, format) of a checkpoint file name, or None for other names (e.g. temporary files)."""
+    stem, _, fmt = name.partition(".")
+    return (int(stem), fmt) if fmt in CHECKPOINT_FORMATS and len(stem) == 20 and stem.isdigit() else None

@@ -1,88 +1,27 @@
 """Snapshots: the fold of completed log entries, with checkpoints so resolving one stays fast.
 
-`TableState` is the fold after some sequence number: the table spec, the live files, the removed
-files not yet cleaned, and indexes (instant -> seq, request id -> seq). A checkpoint is that state
-written to one file every `checkpoint.interval` entries; resolving a snapshot reads the newest
+`TableState` (`state.py`) is the fold after some sequence number. A checkpoint is that state written to
+one file every `checkpoint.interval` entries (`checkpoints.py`); resolving a snapshot reads the newest
 checkpoint at or before it and folds only the entries after.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import partial
 
-from airflow_lake.lake import paths
+from airflow_lake.lake import checkpoints, paths
 from airflow_lake.lake.errors import LakeSnapshotNotFound, LakeTableNotFound
-from airflow_lake.lake.files import DataFile
-from airflow_lake.lake.log import CommitLog, LogEntry
+from airflow_lake.lake.files import ColumnStats, DataFile
+from airflow_lake.lake.log import CommitLog
 from airflow_lake.lake.spec import TableSpec
+from airflow_lake.lake.state import TableState
 from airflow_lake.lake.storage import Storage
 
-STATE_FORMAT = 1
-
-
-@dataclass
-class TableState:
-    """The table after log entry `seq` (mutable while folding, frozen in a Snapshot)."""
-
-    seq: int = -1
-    instant: str = ""
-    spec: dict[str, Any] = field(default_factory=dict)
-    files: dict[str, DataFile] = field(default_factory=dict)
-    tombstones: dict[str, list[float]] = field(default_factory=dict)  # path -> [removed seq, removed at]
-    instants: dict[str, int] = field(default_factory=dict)
-    requests: dict[str, int] = field(default_factory=dict)
-    rolled_back: dict[str, int] = field(default_factory=dict)  # instant -> seq of its rollback
-    cleaned_before: int = 0  # snapshots before this seq may miss cleaned files
-    completed_at: float = 0.0
-
-    def apply(self, entry: LogEntry) -> None:
-        """Fold one entry into the state."""
-        if entry.seq != self.seq + 1:
-            raise LakeSnapshotNotFound(f"log entry {entry.seq} follows {self.seq}: the log has a gap.")
-        if "spec" in entry.metadata:
-            self.spec = dict(entry.metadata["spec"])
-        for path in entry.removed:
-            if self.files.pop(path, None) is not None:
-                self.tombstones[path] = [entry.seq, entry.completed_at]
-        for data_file in entry.added:
-            self.files[data_file.path] = data_file
-        if entry.action == "clean":
-            for path in entry.metadata.get("deleted", ()):
-                self.tombstones.pop(path, None)
-            self.cleaned_before = max(self.cleaned_before, int(entry.metadata.get("cleaned_before", 0)))
-        for instant in entry.rolled_back:
-            self.rolled_back[instant] = entry.seq
-        self.instants[entry.instant] = entry.seq
-        if entry.request_id:
-            self.requests[entry.request_id] = entry.seq
-        self.seq = entry.seq
-        self.instant = entry.instant
-        self.completed_at = entry.completed_at
-
-    def copy(self) -> TableState:
-        """A copy that folding more entries does not change."""
-        return TableState(self.seq, self.instant, dict(self.spec), dict(self.files),
-                          dict(self.tombstones), dict(self.instants), dict(self.requests),
-                          dict(self.rolled_back), self.cleaned_before, self.completed_at)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (a checkpoint)."""
-        return {
-            "format": STATE_FORMAT, "seq": self.seq, "instant": self.instant, "spec": self.spec,
-            "files": [f.to_dict() for f in self.files.values()], "tombstones": self.tombstones,
-            "instants": self.instants, "requests": self.requests, "rolled_back": self.rolled_back,
-            "cleaned_before": self.cleaned_before, "completed_at": self.completed_at,
-        }
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> TableState:
-        """Inverse of `to_dict`."""
-        files = (DataFile.from_dict(f) for f in raw["files"])
-        return cls(int(raw["seq"]), raw["instant"], dict(raw["spec"]), {f.path: f for f in files},
-                   dict(raw["tombstones"]), dict(raw["instants"]), dict(raw["requests"]),
-                   dict(raw["rolled_back"]), int(raw["cleaned_before"]), float(raw["completed_at"]))
+__all__ = ["Snapshot", "SnapshotResolver", "TableState", "files_in_partitions", "snapshot_of"]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -138,38 +77,58 @@ class SnapshotResolver:
             self._latest = state
         return state  # callers treat it as read-only
 
-    def _from_checkpoint(self, target: int) -> TableState:
-        """The newest readable checkpoint at or before `target`; the empty state if there is none.
+    def _from_checkpoint(self, target: int, exclude: int | None = None) -> TableState:
+        """The newest readable checkpoint at or before `target` (never `exclude`); the empty state if none.
 
         Checkpoints only speed things up: a missing or unreadable one falls back to an older one, and in
         the end to folding the log from the start.
         """
-        try:
-            hint = int(self.storage.read_json(paths.LAST_CHECKPOINT)["seq"])
-        except (FileNotFoundError, KeyError, ValueError):
-            hint = -1
-        if 0 <= hint <= target:
-            state = self._read_checkpoint(hint)
-            if state is not None:
-                return state
-        older = (s for s in (paths.seq_of(n) for n in self.storage.list_dir(paths.CHECKPOINTS))
-                 if s is not None and s <= target and s != hint)
-        for seq in sorted(older, reverse=True):
-            state = self._read_checkpoint(seq)
+        for seq, fmt in self._checkpoints(target, exclude):
+            state = self._read_checkpoint(seq, fmt)
             if state is not None:
                 return state
         return TableState()
 
-    def _read_checkpoint(self, seq: int) -> TableState | None:
+    def _checkpoints(self, target: int, exclude: int | None) -> Iterator[tuple[int, str]]:
+        """Candidate checkpoints, best first: the one the hint names, then the others newest first."""
+        hint: tuple[int, str] | None = None
         try:
-            return TableState.from_dict(self.storage.read_json(paths.checkpoint_file(seq)))
-        except (FileNotFoundError, KeyError, ValueError):
+            raw = self.storage.read_json(paths.LAST_CHECKPOINT)
+            hint = (int(raw["seq"]), str(raw.get("format", "json")))  # hints without a format predate Parquet
+        except (FileNotFoundError, KeyError, ValueError, TypeError, AttributeError):
+            pass
+        if hint is not None and 0 <= hint[0] <= target and hint[0] != exclude:
+            yield hint
+        listed = (c for c in map(paths.checkpoint_of, self.storage.list_dir(paths.CHECKPOINTS)) if c is not None)
+        rank = {fmt: i for i, fmt in enumerate(paths.CHECKPOINT_FORMATS)}  # at one seq, Parquet first
+        for candidate in sorted(listed, key=lambda c: (-c[0], rank[c[1]])):
+            if candidate[0] <= target and candidate[0] != exclude and candidate != hint:
+                yield candidate
+
+    def _read_checkpoint(self, seq: int, fmt: str) -> TableState | None:
+        try:
+            return checkpoints.read(self.storage, seq, fmt, recover=partial(self._stats_at, seq))
+        except FileNotFoundError:
+            return None
+        except checkpoints.UNREADABLE as err:
+            log.warning("checkpoint %s is unreadable (%s: %s); using an older one or the log",
+                        paths.checkpoint_file(seq, fmt), type(err).__name__, err)
             return None
 
+    def _stats_at(self, seq: int) -> dict[str, Mapping[str, ColumnStats]]:
+        """The stats of the files live after `seq`, without checkpoint `seq` (whose stats are unreadable)."""
+        state = self._from_checkpoint(seq, exclude=seq)
+        for entry in self.commit_log.entries(state.seq, seq):
+            state.apply(entry)
+        return {path: data_file.stats for path, data_file in state.files.items()}
+
     def write_checkpoint(self, state: TableState) -> None:
-        """Persist `state` as a checkpoint and point the hint at it."""
-        self.storage.write_json(paths.checkpoint_file(state.seq), state.to_dict())
-        self.storage.write_json(paths.LAST_CHECKPOINT, {"seq": state.seq})
+        """Persist `state` as a checkpoint, point the hint at it, and delete checkpoints beyond the retention."""
+        checkpoints.write(self.storage, state)
+        keep = int(TableSpec.from_dict(state.spec).float_property("checkpoint.retain.count"))
+        deleted = checkpoints.retain(self.storage, keep)
+        if deleted:
+            log.info("deleted %d checkpoint(s) beyond the newest %d: %s", len(deleted), keep, ", ".join(deleted))
 
 
 def snapshot_of(state: TableState, cleaned_before: int = 0) -> Snapshot:

@@ -21,10 +21,11 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "heartbeat.interval.seconds": "10",
     "heartbeat.timeout.seconds": "120",
     "checkpoint.interval": "100",
+    "checkpoint.retain.count": "5",
     "clean.retain.hours": "168",
 }
 
-INTEGER_PROPERTIES = frozenset({"checkpoint.interval"})
+INTEGER_PROPERTIES = frozenset({"checkpoint.interval", "checkpoint.retain.count"})
 
 
 def check_identifier(name: Any, field_name: str) -> str:

@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_lake.lake import (
@@ -180,13 +181,16 @@ def test_checkpoints_every_interval_and_identical_resolution(table_path: str, tm
     for seq in range(1, head + 1):
         if seq not in expected:
             expected[seq] = expected[seq - 1]
-    checkpoints = [paths.seq_of(n) for n in table.storage.list_dir(paths.CHECKPOINTS)]
-    assert checkpoints == [s for s in range(5, head + 1, 5)]
-    assert table.storage.read_json(paths.LAST_CHECKPOINT) == {"seq": checkpoints[-1]}
+    listed = [paths.checkpoint_of(n) for n in table.storage.list_dir(paths.CHECKPOINTS)]
+    checkpoints = [seq for seq, _ in listed]
+    assert listed == [(s, "parquet") for s in range(5, head + 1, 5)]
+    hint = table.storage.read_json(paths.LAST_CHECKPOINT)
+    assert (hint["seq"], hint["format"]) == (checkpoints[-1], "parquet")
     for seq in checkpoints:
-        raw = table.storage.read_json(paths.checkpoint_file(seq))
-        assert raw["seq"] == seq
-        assert {f["path"] for f in raw["files"]} == expected[seq]
+        stored = pq.read_table(table.storage.path(paths.checkpoint_file(seq)), columns=["path", "removed_seq"])
+        live = {p for p, removed in zip(stored["path"].to_pylist(), stored["removed_seq"].to_pylist(),
+                                        strict=True) if removed is None}
+        assert live == expected[seq]
 
     plain = tmp_path / "no_checkpoints"
     shutil.copytree(table_path, plain)
@@ -210,7 +214,7 @@ def test_resolution_starts_from_the_newest_checkpoint(table_path: str, tmp_path:
     table = make_table(table_path, {"checkpoint.interval": "5"})
     written = [append(table, "ab"[i % 2])[1][0].path for i in range(7)]
     assert table.commit_log.head() == 7
-    assert paths.seq_of(table.storage.list_dir(paths.CHECKPOINTS)[-1]) == 5
+    assert paths.checkpoint_of(table.storage.list_dir(paths.CHECKPOINTS)[-1]) == (5, "parquet")
     copy = tmp_path / "pruned"
     shutil.copytree(table_path, copy)
     for seq in range(1, 5):  # entries before the checkpoint are not needed for newer snapshots
@@ -274,7 +278,7 @@ def test_a_missing_checkpoint_falls_back_to_the_log(tmp_path: Path) -> None:
         txn = table.begin("commit", "write")
         txn.commit(added=[data_file(txn, f"p{i % 2}")])
     expected = {f.path for f in LakeTable.open(path).snapshot().files}
-    os.unlink(os.path.join(path, "_lake", "checkpoints", f"{6:020d}.json"))  # the one the hint names
+    os.unlink(os.path.join(path, "_lake", "checkpoints", f"{6:020d}.parquet"))  # the one the hint names
     assert {f.path for f in LakeTable.open(path).snapshot().files} == expected
     for name in os.listdir(os.path.join(path, "_lake", "checkpoints")):
         os.unlink(os.path.join(path, "_lake", "checkpoints", name))
