@@ -1,11 +1,13 @@
-"""`airflow-lake`: look at lake tables from a shell — their timeline, live files and spec.
+"""`airflow-lake`: look at lake tables from a shell — their timeline, live files and spec — and vacuum them.
 
     airflow-lake timeline /lake/sales [--limit N] [--json]
     airflow-lake files /lake/sales [--as-of X] [--json]
     airflow-lake show /lake/sales [--as-of X] [--json]
+    airflow-lake vacuum /lake/sales [--dry-run] [--older-than-hours H] [--json]
 
-It only reads metadata (the commit log, checkpoints and pending instants), so it needs neither
-Spark nor Airflow. Errors print `airflow-lake: <message>` on stderr and exit with code 2.
+It works on metadata (the commit log, checkpoints and pending instants), so it needs neither Spark
+nor Airflow. Only `vacuum` changes anything: it deletes files no log entry holds. Errors print
+`airflow-lake: <message>` on stderr and exit with code 2.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.spec import DEFAULT_PROPERTIES
 from airflow_lake.lake.table import LakeTable
+from airflow_lake.lake.vacuum import vacuum
 
 PROG = "airflow-lake"
 EXIT_OK, EXIT_ERROR = 0, 2
@@ -89,6 +92,12 @@ def show_data(table: LakeTable, as_of: str | None) -> Data:
     }
 
 
+def vacuum_data(table: LakeTable, older_than_hours: float | None, dry_run: bool) -> Data:
+    """Delete (or with `dry_run` only list) the files no log entry holds; what was found and done."""
+    result = vacuum(table, older_than_hours, dry_run=dry_run)
+    return {"table": table.url, **result.to_dict()}
+
+
 # -- command line --------------------------------------------------------------------------------------
 def _limit(text: str) -> int:
     try:
@@ -100,9 +109,20 @@ def _limit(text: str) -> int:
     return value
 
 
+def _hours(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of hours >= 0")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `airflow-lake`."""
-    parser = argparse.ArgumentParser(prog=PROG, description="Inspect airflow-lake tables (metadata only).")
+    parser = argparse.ArgumentParser(prog=PROG, description="Inspect airflow-lake tables (metadata only), "
+                                                             "and vacuum them.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     timeline = commands.add_parser("timeline", help="instants of a table, oldest first")
     timeline.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT,
@@ -113,7 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in (files, show):
         sub.add_argument("--as-of", dest="as_of", default=None,
                          help="a log sequence number or a completed instant id (default: latest)")
-    for sub in (timeline, files, show):
+    vacuum = commands.add_parser("vacuum", help="delete files no log entry holds (orphans)")
+    vacuum.add_argument("--dry-run", dest="dry_run", action="store_true",
+                        help="only list what would be deleted; change nothing")
+    vacuum.add_argument("--older-than-hours", dest="older_than_hours", type=_hours, default=None,
+                        help="keep files modified more recently (default: the table property clean.retain.hours)")
+    for sub in (timeline, files, show, vacuum):
         sub.add_argument("path", help="table path or URL")
         sub.add_argument("--json", action="store_true", help="print JSON instead of a text table")
     return parser
@@ -123,6 +148,7 @@ COMMANDS: dict[str, tuple[Callable[[LakeTable, argparse.Namespace], Data], Calla
     "timeline": (lambda t, a: timeline_data(t, a.limit), fmt.render_timeline),
     "files": (lambda t, a: files_data(t, a.as_of), fmt.render_files),
     "show": (lambda t, a: show_data(t, a.as_of), fmt.render_show),
+    "vacuum": (lambda t, a: vacuum_data(t, a.older_than_hours, a.dry_run), fmt.render_vacuum),
 }
 
 

@@ -67,6 +67,10 @@ def instant_summary(instant: Mapping[str, Any]) -> str:
                 f"rows +{fmt_count(int(metrics.get('rows_added', 0)))}")
     if "rolled_back" in metrics:
         return f"rolled back {fmt_list(metrics['rolled_back'])}"
+    if "orphans_found" in metrics:
+        return (f"vacuumed {metrics.get('files_deleted', 0)} orphan file(s), "
+                f"{metrics.get('staging_dirs_deleted', 0)} staging dir(s), "
+                f"{fmt_bytes(int(metrics.get('bytes_freed', 0)))} freed")
     if "files_deleted" in metrics:
         return f"deleted {metrics['files_deleted']} file(s), {fmt_bytes(int(metrics.get('bytes_freed', 0)))} freed"
     if "columns" in metrics:
@@ -82,7 +86,7 @@ def partition_label(partition: Mapping[str, str | None], columns: Sequence[str])
     return "/".join(f"{c}={'NULL' if partition[c] is None else partition[c]}" for c in order)
 
 
-# -- the three commands' text forms ----------------------------------------------------------------
+# -- the commands' text forms ----------------------------------------------------------------------
 def render_timeline(data: Mapping[str, Any]) -> str:
     """Text form of `airflow-lake timeline`: one row per instant."""
     items = data["instants"]
@@ -147,3 +151,18 @@ def render_show(data: Mapping[str, Any]) -> str:
              for key, value in sorted(data["effective_properties"].items())]
     return "\n\n".join([render_table(None, facts), render_table(["COLUMN", "TYPE", "NULLABLE"], columns),
                         render_table(["PROPERTY", "VALUE"], props)])
+
+
+def render_vacuum(data: Mapping[str, Any]) -> str:
+    """Text form of `airflow-lake vacuum`: what was (or, in a dry run, would be) deleted, one path a line."""
+    hours = f"{data['older_than_hours']:g} h"
+    listed = [*data["orphans"], *(f"{d}/" for d in data["staging"])]
+    if not listed:
+        return f"table {data['table']}\nno orphans untouched for {hours}"
+    counts = (f"{data['orphans_found']} orphan file(s) and {data['staging_dirs_found']} staging dir(s), "
+              f"{fmt_bytes(int(data['bytes']))}")
+    if data["dry_run"]:
+        head = f"dry run: would delete {counts} (untouched for {hours})"
+    else:
+        head = f"deleted {counts} (untouched for {hours}); recorded as instant {data['instant']}, seq {data['seq']}"
+    return "\n".join([f"table {data['table']}", head, "", *listed])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -225,8 +226,63 @@ def test_show_json_as_of(table: LakeTable, capsys: pytest.CaptureFixture[str]) -
     assert (data["pending"], data["pending_count"]) == ([], 0)
 
 
+# -- vacuum -----------------------------------------------------------------------------------------
+def orphan(table: LakeTable, rel: str, age_hours: float) -> str:
+    """A file no log entry holds, last modified `age_hours` ago."""
+    path = Path(table.storage.path(rel))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x" * 2048)
+    when = time.time() - age_hours * 3600
+    os.utime(path, (when, when))
+    return rel
+
+
+def test_vacuum_dry_run_then_delete(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
+    old = orphan(table, "dt=a/part-20200101000000000-lost_00001.parquet", age_hours=200)
+    new = orphan(table, "dt=b/copied.parquet", age_hours=1)
+    live = table.snapshot().files
+
+    code, out, err = run(capsys, "vacuum", table.url, "--dry-run")  # default guard: clean.retain.hours, 168 h
+
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [f"table {table.url}",
+                                "dry run: would delete 1 orphan file(s) and 0 staging dir(s), 2.0 KiB "
+                                "(untouched for 168 h)", "", old]
+    assert Path(table.storage.path(old)).exists() and table.commit_log.head() == 2
+
+    code, out, _ = run(capsys, "vacuum", table.url, "--json")
+
+    assert code == 0
+    data = json.loads(out)
+    assert (data["table"], data["orphans"], data["staging"], data["deleted"], data["dry_run"]) == (
+        table.url, [old], [], True, False)
+    assert (data["files_deleted"], data["bytes_freed"], data["seq"]) == (1, 2048, 3)
+    assert data["instant"] == table.commit_log.read(3).instant
+    assert not Path(table.storage.path(old)).exists() and Path(table.storage.path(new)).exists()
+    _, out, _ = run(capsys, "timeline", table.url)
+    assert row(out, data["instant"])[1:5] == ["clean", "vacuum", "completed", "3"]
+    assert "vacuumed 1 orphan file(s), 0 staging dir(s), 2.0 KiB freed" in out
+
+    _, out, _ = run(capsys, "vacuum", table.url, "--older-than-hours", "0.5", "--dry-run", "--json")
+    assert json.loads(out)["orphans"] == [new]
+    code, out, _ = run(capsys, "vacuum", table.url, "--older-than-hours", "0.5")
+    assert code == 0 and row(out, "deleted")[:3] == ["deleted", "1", "orphan"]
+    assert f"recorded as instant {table.commit_log.read(4).instant}, seq 4" in out
+    _, out, _ = run(capsys, "vacuum", table.url)
+    assert out.splitlines() == [f"table {table.url}", "no orphans untouched for 168 h"]
+    assert table.commit_log.head() == 4
+    assert table.snapshot().files == live
+
+
+def test_vacuum_usage_errors(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
+    for hours in ("-1", "soon", "nan"):
+        assert main(["vacuum", table.url, "--older-than-hours", hours]) == 2
+        assert "--older-than-hours" in capsys.readouterr().err
+    assert table.commit_log.head() == 2
+
+
 # -- errors -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("command", ["timeline", "files", "show"])
+@pytest.mark.parametrize("command", ["timeline", "files", "show", "vacuum"])
 def test_missing_table(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
     code, out, err = run(capsys, command, str(tmp_path / "nothing"))
 

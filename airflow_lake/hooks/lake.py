@@ -104,8 +104,10 @@ class LakeHook(BaseHook):
         table = str(payload.get("table", ""))
         if not get(operation).needs_spark:  # metadata only: no reason to pay for a Spark start-up
             self.log.info("Running %s on %s in-process (request %s)", operation, table, payload["request_id"])
-            run(None, operation, payload)
-            return self.read_metrics(operation, table, payload["request_id"], started)
+            result = run(None, operation, payload)
+            stored = self.read_metrics(operation, table, payload["request_id"], started)
+            # no entry (nothing to do, a dry run): what the run reported is all there is to say
+            return {**result, **stored} if stored.get("noop") else stored
         with tempfile.TemporaryDirectory(prefix="airflow-lake-spec-") as tmp:
             spec_file = os.path.join(tmp, "spec.json")
             with open(spec_file, "w", encoding="utf-8") as handle:

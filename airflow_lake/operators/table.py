@@ -1,7 +1,8 @@
-"""Table lifecycle and upkeep operators: create a table, roll back dead instants, clean old files."""
+"""Table lifecycle and upkeep operators: create a table, roll back dead instants, clean old files, vacuum orphans."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -76,3 +77,61 @@ class LakeCleanOperator(LakeOperator):
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The clean spec."""
         return {} if self.retain_hours is None else {"retain_hours": float(self.retain_hours)}
+
+
+class LakeVacuumOperator(LakeOperator):
+    """Delete files under the table root that no log entry holds (orphans), untouched for `older_than_hours`.
+
+    Orphans are debris of crashed or rolled-back writers and files dropped into the table by hand; live files,
+    removed files not yet cleaned and files of pending instants are never touched.
+
+    :param older_than_hours: keep files modified more recently (templated; default: the table's
+        `clean.retain.hours`). 0 deletes every orphan at once: only when no writer of an older version runs.
+    :param list_only: a dry run: only list what would be deleted (templated; "true" / "false" after rendering
+        are accepted). Not called `dry_run`: that name is `BaseOperator.dry_run()`.
+    """
+
+    operation: ClassVar[str] = "vacuum"
+    template_fields: Sequence[str] = (*LakeOperator.template_fields, "older_than_hours", "list_only")
+
+    def __init__(self, *, older_than_hours: float | str | None = None, list_only: bool | str = False,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not _is_template(older_than_hours) and older_than_hours is not None:
+            _hours(older_than_hours)
+        if not _is_template(list_only):
+            _flag(list_only)
+        self.older_than_hours = older_than_hours
+        self.list_only = list_only
+
+    def build_spec(self, context: Context) -> dict[str, Any]:
+        """The vacuum spec (from the rendered fields)."""
+        spec: dict[str, Any] = {"dry_run": _flag(self.list_only)}
+        if self.older_than_hours not in (None, ""):
+            spec["older_than_hours"] = _hours(self.older_than_hours)
+        return spec
+
+
+def _is_template(value: Any) -> bool:
+    return isinstance(value, str) and "{{" in value
+
+
+def _hours(value: Any) -> float:
+    """A number of hours >= 0 (a numeric string, as a rendered template gives, is fine)."""
+    try:
+        hours = -1.0 if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        hours = -1.0
+    if math.isnan(hours) or hours < 0:
+        raise ValueError(f"older_than_hours must be a number of hours >= 0, got {value!r}")
+    return hours
+
+
+def _flag(value: Any) -> bool:
+    """A boolean, or its rendered text ("true" / "false", any case)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if isinstance(value, str) else None
+    if text in ("true", "false"):
+        return text == "true"
+    raise ValueError(f"list_only must be true or false, got {value!r}")
