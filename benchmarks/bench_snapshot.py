@@ -24,7 +24,7 @@ from typing import Any
 
 from common import machine_info, median, print_table, ratio, scratch_dir, timed, write_result
 
-from airflow_lake.lake import instants
+from airflow_lake.lake import checkpoints, instants
 from airflow_lake.lake.files import ColumnStats, DataFile
 from airflow_lake.lake.log import CommitLog, LogEntry
 from airflow_lake.lake.paths import CHECKPOINTS, LAST_CHECKPOINT, LOG, checkpoint_file
@@ -40,7 +40,7 @@ SCHEMA = "id BIGINT, dt STRING"
 class FullFoldResolver(SnapshotResolver):
     """The baseline: never reads a checkpoint, so every state is the fold of the log from entry 0."""
 
-    def _from_checkpoint(self, target: int) -> TableState:
+    def _from_checkpoint(self, target: int, exclude: int | None = None) -> TableState:
         return TableState()
 
 
@@ -233,15 +233,15 @@ def components(path: str, repeats: int) -> dict[str, Any]:
     table = LakeTable.open(path)
     listing, _ = measure(lambda: CommitLog(table.storage).head(), repeats)
     root = Path(table.storage.path(""))
-    checkpoint_files = list((root / CHECKPOINTS).glob("*.json"))
+    checkpoint_files = [p for p in (root / CHECKPOINTS).iterdir() if not p.name.endswith(".tmp")]
     out: dict[str, Any] = {"log_listing_seconds": median(listing), "checkpoints": len(checkpoint_files),
                            "checkpoints_total_bytes": sum(p.stat().st_size for p in checkpoint_files)}
     if table.storage.exists(LAST_CHECKPOINT):
-        hint = table.storage.read_json(LAST_CHECKPOINT)["seq"]
-        checkpoint = checkpoint_file(hint)
-        load, _ = measure(lambda: TableState.from_dict(table.storage.read_json(checkpoint)), repeats)
-        out.update({"checkpoint_seq": hint, "checkpoint_load_seconds": median(load),
-                    "checkpoint_bytes": (root / checkpoint).stat().st_size})
+        hint = table.storage.read_json(LAST_CHECKPOINT)
+        seq, fmt = int(hint["seq"]), hint.get("format", "json")
+        load, _ = measure(lambda: checkpoints.read(table.storage, seq, fmt), repeats)
+        out.update({"checkpoint_seq": seq, "checkpoint_format": fmt, "checkpoint_load_seconds": median(load),
+                    "checkpoint_bytes": (root / checkpoint_file(seq, fmt)).stat().st_size})
     calls = 0
     original = CommitLog.head
 
@@ -319,9 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nlatest snapshot with checkpoints: {latest:.3f} s -> {verdict} the goal of <= {GOAL_SECONDS} s")
     listings = parts["log_listings_per_open_and_snapshot"]
     print(f"one log listing {parts['log_listing_seconds'] * 1000:.1f} ms x {listings} per open+snapshot; "
-          f"{parts['checkpoints']} checkpoints, {parts['checkpoints_total_bytes'] / 1e6:.1f} MB in all")
+          f"{parts['checkpoints']} checkpoints kept, {parts['checkpoints_total_bytes'] / 1e6:.2f} MB in all; "
+          f"log {parts['log_files']} files, {parts['log_total_bytes'] / 1e6:.1f} MB")
     if "checkpoint_bytes" in parts:
-        print(f"newest checkpoint {parts['checkpoint_bytes'] / 1e6:.2f} MB loads in "
+        print(f"newest checkpoint ({parts['checkpoint_format']}) {parts['checkpoint_bytes'] / 1e6:.3f} MB loads in "
               f"{parts['checkpoint_load_seconds'] * 1000:.1f} ms")
     if probe:
         print(f"begin+commit on the {probe['at_head']}-entry table: {probe['median_ms']} ms per commit (median)")
