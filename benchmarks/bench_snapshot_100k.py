@@ -12,6 +12,7 @@ the same code reads both. Alternating BEFORE and AFTER, it times:
   and the open + snapshot part measured inside it);
 * `LakeTable.open(path).snapshot()` in this process, on a fresh table object each time;
 * `LakeTable.open(path).scan([("c1", "<", N)])`, and the scan alone on an already resolved table;
+* once, `snapshot(as_of=head-1)`, which has no checkpoint at or before it and folds the log;
 
 and reports the metadata bytes on disk and the time to write each checkpoint.
 
@@ -248,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         open_scans = alternate(cases, args.repeats, lambda p: timed(lambda: open_scan(p))[0])
         scans = alternate(cases, args.repeats, scan_only)
         scan_facts = open_scan(after)
+        travel = {name: timed(lambda p=path: LakeTable.open(p).snapshot(as_of=built["head"] - 1))[0]
+                  for name, path in cases.items()}  # no checkpoint at or before it: folds the log
         profiled = profile(after, args.profile) if args.profile else None
 
     results: dict[str, dict[str, Any]] = {}
@@ -261,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             "open_and_scan_seconds": median(open_scans[name]),
             "scan_seconds": median(scans[name]),
             "metadata_bytes": sizes[name],
+            "time_travel_head_minus_1_seconds": travel[name],
             "all": {"fresh": fresh[name], "in_process": in_process[name], "open_scan": open_scans[name],
                     "scan": scans[name]},
         }
@@ -274,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
                        ("in process: open + scan(c1 < 1e8)", "open_and_scan_seconds"),
                        ("in process: scan(c1 < 1e8) on a resolved table", "scan_seconds")]:
         rows.append([label, b[key], a[key], f"{ratio(b[key], a[key]):.1f}x"])
+    rows.append(["in process: open + snapshot(as_of=head-1), folds the log (1 run)",
+                 b["time_travel_head_minus_1_seconds"], a["time_travel_head_minus_1_seconds"], ""])
     rows.append(["fresh process: max RSS (MB)", f"{b['fresh_process_max_rss_mb']:.0f}",
                  f"{a['fresh_process_max_rss_mb']:.0f}", ""])
     for part in ("log", "checkpoints", "total"):

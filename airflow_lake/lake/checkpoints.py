@@ -22,9 +22,11 @@ with one atomic replace; older checkpoints beyond `checkpoint.retain.count` are 
 
 from __future__ import annotations
 
+import gc
 import json
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -149,22 +151,39 @@ def decode(data: bytes, recover: Callable[[], StatsOf] | None = None) -> TableSt
     n_files, n_tombstones = int(meta["files"]), int(meta["tombstones"])
     if table.num_rows != n_files + n_tombstones or table.column("removed_seq").null_count != n_files:
         raise ValueError("the checkpoint's rows do not match its metadata")
-    path_list = table.column("path").to_pylist()
-    partitions = _dictionary_values(table.column("partition"), json.loads)
-    instants = _dictionary_values(table.column("instant"), str)
-    rows = table.column("rows").to_pylist()
-    sizes = table.column("bytes").to_pylist()
-    buckets = table.column("bucket").to_pylist()
-    live = path_list[:n_files]
-    stats = StatsColumns(source, [(str(k), str(e)) for k, e in meta["stats"]], live, recover)
-    files = {path: DataFile(path, partitions[i], rows[i], sizes[i], buckets[i], instants[i], LazyStats(stats, i))
-             for i, path in enumerate(live)}
-    removed_seq = table.column("removed_seq").to_pylist()[n_files:]
-    removed_at = table.column("removed_at").to_pylist()[n_files:]
-    tombstones = {path: [removed_seq[i], removed_at[i]] for i, path in enumerate(path_list[n_files:])}
+    with _cyclic_gc_paused():
+        path_list = table.column("path").to_pylist()
+        partitions = _dictionary_values(table.column("partition"), json.loads)
+        instants = _dictionary_values(table.column("instant"), str)
+        rows = table.column("rows").to_pylist()
+        sizes = table.column("bytes").to_pylist()
+        buckets = table.column("bucket").to_pylist()
+        live = path_list[:n_files]
+        stats = StatsColumns(source, [(str(k), str(e)) for k, e in meta["stats"]], live, recover)
+        files = {path: DataFile(path, partitions[i], rows[i], sizes[i], buckets[i], instants[i],
+                                LazyStats(stats, i)) for i, path in enumerate(live)}
+        removed_seq = table.column("removed_seq").to_pylist()[n_files:]
+        removed_at = table.column("removed_at").to_pylist()[n_files:]
+        tombstones = {path: [removed_seq[i], removed_at[i]] for i, path in enumerate(path_list[n_files:])}
     return TableState(int(meta["seq"]), str(meta["instant"]), dict(meta["spec"]), files, tombstones,
                       dict(meta["instants"]), dict(meta["requests"]), dict(meta["rolled_back"]),
                       int(meta["cleaned_before"]), float(meta["completed_at"]))
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many objects that form no cycles.
+
+    Otherwise it runs every 700 allocations and walks the young objects each time: a third of the time to
+    decode 100,000 files.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _dictionary_values(column: pa.ChunkedArray, parse: Callable[[Any], Any]) -> list[Any]:
