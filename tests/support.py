@@ -54,6 +54,17 @@ def wait_for_file(path: Path, proc: subprocess.Popen[bytes], timeout: float = 18
         time.sleep(0.2)
 
 
+def wait_for_glob(directory: Path, pattern: str, proc: subprocess.Popen[bytes], timeout: float = 180) -> None:
+    """Wait (polling every 10 ms) until a file matching `pattern` exists under `directory`."""
+    deadline = time.monotonic() + timeout
+    while not any(directory.glob(pattern)):
+        if proc.poll() is not None:
+            raise AssertionError(f"process ended with {proc.returncode} before {directory}/{pattern} appeared")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{directory}/{pattern} did not appear within {timeout} s")
+        time.sleep(0.01)
+
+
 def table_ids(spark: Any, path: str, as_of: int | str | None = None) -> list[int]:
     """Sorted ids of a table snapshot, read with Spark."""
     return sorted(r["id"] for r in LakeTable.open(path).read(spark, as_of=as_of).select("id").collect())

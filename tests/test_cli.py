@@ -62,12 +62,15 @@ def table(tmp_path: Path) -> LakeTable:
 
 # -- timeline ---------------------------------------------------------------------------------------
 def test_timeline_text_shows_every_state(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
-    doomed = instants.request(table.storage, "commit", "write", {}, None)
+    doomed = instants.request(table.storage, "commit", "write", {}, None,
+        not_before=table.state().instant, finished=table.is_finished)
     instants.mark_inflight(table.storage, doomed, base_seq=2)
     rollback = table.rollback_unchecked([doomed], reason="x")
     assert rollback is not None
-    requested = instants.request(table.storage, "replace", "cluster", {}, None)
-    inflight = instants.request(table.storage, "commit", "write", {}, None)
+    requested = instants.request(table.storage, "replace", "cluster", {}, None,
+        not_before=table.state().instant, finished=table.is_finished)
+    inflight = instants.request(table.storage, "commit", "write", {}, None,
+        not_before=table.state().instant, finished=table.is_finished)
     instants.mark_inflight(table.storage, inflight, base_seq=3)
 
     code, out, err = run(capsys, "timeline", table.url)
@@ -92,7 +95,8 @@ def test_timeline_text_shows_every_state(table: LakeTable, capsys: pytest.Captur
 
 
 def test_timeline_json(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
-    pending = instants.request(table.storage, "commit", "write", {}, "req-1")
+    pending = instants.request(table.storage, "commit", "write", {}, "req-1",
+        not_before=table.state().instant, finished=table.is_finished)
 
     code, out, _ = run(capsys, "timeline", table.url, "--json")
 
@@ -190,7 +194,8 @@ def test_show_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "bucket": {"columns": ["id"], "count": 8, "sort_columns": ["id"]}, "primary_key": ["id"],
         "version_column": "v", "merge_operators": {"amount": "sum"}, "properties": {"clean.retain.hours": "24"}})
     commit(lake, [("a", 10, 5), ("b", 20, 6)])
-    pending = instants.request(lake.storage, "replace", "cluster", {}, None)
+    pending = instants.request(lake.storage, "replace", "cluster", {}, None,
+        not_before=lake.state().instant, finished=lake.is_finished)
 
     code, out, err = run(capsys, "show", lake.url)
 
@@ -292,7 +297,8 @@ def test_missing_table(tmp_path: Path, capsys: pytest.CaptureFixture[str], comma
 
 
 def test_bad_as_of(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
-    rolled = instants.request(table.storage, "commit", "write", {}, None)
+    rolled = instants.request(table.storage, "commit", "write", {}, None,
+        not_before=table.state().instant, finished=table.is_finished)
     table.rollback_unchecked([rolled], reason="x")
     for as_of, message in [("99", "snapshot 99 does not exist"), ("yesterday", "is neither a sequence number"),
                            (rolled, f"instant {rolled} is not completed")]:

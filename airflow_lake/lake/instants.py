@@ -11,6 +11,7 @@ import datetime as dt
 import os
 import socket
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,17 +87,51 @@ def heartbeat_file(instant: str) -> str:
 
 
 def markers_dir(instant: str) -> str:
-    """Markers of the data files an instant started writing."""
+    """Markers of the data files an instant placed in the table: manifests (and, from older writers, one
+    empty marker per file)."""
     return f"{paths.MARKERS}/{instant}"
 
 
+STAGING = f"{paths.META}/staging"
+
+
+def staging_dir(instant: str) -> str:
+    """Where Spark writes an instant's files before the instant places them in the table (private to it)."""
+    return f"{STAGING}/{instant}"
+
+
+MANIFEST_SUFFIX = ".manifest.json"
+
+
+def write_manifest(storage: Storage, instant: str, data_paths: list[str]) -> None:
+    """Name the table paths an instant is about to place files at, before it places any."""
+    storage.write_json(f"{markers_dir(instant)}/{uuid.uuid4().hex}{MANIFEST_SUFFIX}", data_paths)
+
+
+def written_files(storage: Storage, instant: str) -> set[str]:
+    """Every table path an instant announced (manifests, and per-file markers of older writers)."""
+    prefix = markers_dir(instant) + "/"
+    out: set[str] = set()
+    for marker in storage.walk_files(markers_dir(instant)):
+        if marker.endswith(MANIFEST_SUFFIX):
+            try:
+                out.update(storage.read_json(marker))
+            except (FileNotFoundError, ValueError):  # a manifest is complete or absent: it is replaced atomically
+                continue
+        else:
+            out.add(marker[len(prefix):] if marker.startswith(prefix) else marker)
+    return out
+
+
 def request(storage: Storage, action: str, operation: str, metadata: Mapping[str, Any],
-            request_id: str | None, *, not_before: str | None = None,
-            finished: Callable[[str], bool] | None = None) -> str:
+            request_id: str | None, *, not_before: str | None,
+            finished: Callable[[str], bool] | None) -> str:
     """Reserve a new unique instant id by exclusively creating its requested file.
 
     A finished instant has no pending files any more, so `finished` (asked after the create, when its
-    log entry is surely visible) tells whether the id is already in the log and must not be reused.
+    log entry is surely visible) tells whether the id is already in the log and must not be reused, and
+    `not_before` (the newest completed instant the caller knows) keeps ids increasing. Both are required:
+    without them an id taken in the same millisecond as the last commit could be reused.
     """
     millis = int(time.time() * 1000)
     if not_before is not None:
@@ -174,7 +209,9 @@ def pending(storage: Storage) -> list[PendingInstant]:
 
 
 def remove_pending(storage: Storage, instant: str) -> None:
-    """Delete the pending files, heartbeat and markers of a finished instant."""
+    """Delete the staging area, markers, heartbeat and pending files of a finished instant (in that order:
+    the requested file goes last, so a crash in between leaves it findable)."""
+    storage.delete_tree(staging_dir(instant))
     storage.delete_tree(markers_dir(instant))
     storage.delete(heartbeat_file(instant))
     storage.delete(inflight_file(instant))

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from airflow_lake.lake import instants
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.log import LogEntry
+from airflow_lake.lake.snapshot import TableState
 
 if TYPE_CHECKING:
     from airflow_lake.lake.table import LakeTable
@@ -22,15 +23,26 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def delete_written_files(table: LakeTable, instant: str) -> int:
-    """Delete the data files an unfinished instant wrote, found through its markers."""
-    prefix = instants.markers_dir(instant) + "/"
+def delete_written_files(table: LakeTable, instant: str, keep: Collection[str] = ()) -> int:
+    """Delete the data files an instant wrote, except `keep` (what its commit holds): its staging area
+    and every file its manifests (or older per-file markers) name."""
+    table.storage.delete_tree(instants.staging_dir(instant))
     deleted = 0
-    for marker in table.storage.walk_files(instants.markers_dir(instant)):
-        data_path = marker[len(prefix):] if marker.startswith(prefix) else marker
+    for data_path in sorted(instants.written_files(table.storage, instant) - set(keep)):
         if table.storage.delete(data_path):
             deleted += 1
     return deleted
+
+
+def tidy_finished(table: LakeTable, instant: str, state: TableState) -> None:
+    """Remove what a finished instant left: files it wrote but did not commit, then its pending files."""
+    seq = state.instants.get(instant)
+    if seq is not None:
+        kept = {f.path for f in table.commit_log.read(seq).added}
+        delete_written_files(table, instant, keep=kept)
+    elif instant in state.rolled_back:
+        delete_written_files(table, instant)
+    instants.remove_pending(table.storage, instant)
 
 
 def rollback_unchecked(table: LakeTable, ids: Iterable[str], reason: str,
@@ -55,10 +67,11 @@ def rollback_unchecked(table: LakeTable, ids: Iterable[str], reason: str,
                                    request_id=request_id, base=state,
                                    metrics_of=lambda: {"rolled_back": list(todo)})
     files_deleted = 0
-    for instant in [*todo, *finished]:
-        if instant in todo or instant in state.rolled_back:
-            files_deleted += delete_written_files(table, instant)
+    for instant in todo:
+        files_deleted += delete_written_files(table, instant)
         instants.remove_pending(table.storage, instant)
+    for instant in finished:
+        tidy_finished(table, instant, state)
     if todo:
         log.info("rolled back instants %s (%s): %d file(s) deleted", todo, reason, files_deleted)
     return entry
@@ -79,9 +92,7 @@ def recover(table: LakeTable, timeout: float | None = None, request_id: str | No
         elif (item.inflight or item.action != "replace") and now - item.last_beat > limit:
             dead.append(item.id)
     for instant in leftovers:  # finished instants whose writer died before tidying up
-        if instant in state.rolled_back:
-            delete_written_files(table, instant)
-        instants.remove_pending(table.storage, instant)
+        tidy_finished(table, instant, state)
     if not dead:
         return None
     log.info("instants %s have no heartbeat for over %.0f s: rolling them back", dead, limit)

@@ -41,7 +41,11 @@ class Scan:
         schema = to_struct(self.snapshot.spec)
         if self.files:
             paths = [self.storage.uri(f.path) for f in self.files]
-            df = spark.read.schema(schema).parquet(*paths)
+            # basePath makes Spark take partition values from the `col=value/` directories: files written
+            # since the native writer hold only the data columns (Hive convention), older ones hold all
+            # columns, and for both the value in the path is the one read.
+            df = spark.read.schema(schema).option("basePath", self.storage.uri("")).parquet(*paths)
+            df = df.select(*[f"`{c}`" for c in self.snapshot.spec.column_names])  # table order
         else:
             df = spark.createDataFrame([], schema)
         if self.filters:

@@ -82,7 +82,7 @@ class Storage:
         if self.local:
             try:
                 return sorted(os.listdir(self.path(rel_dir)))
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 return []
         try:
             return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self._fs.ls(self.path(rel_dir), detail=False))
@@ -182,6 +182,21 @@ class Storage:
                     pass
         else:
             self._fs.pipe_file(self.path(rel), str(time.time()).encode())
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move a file within the table (atomic on a local file system); creates the target's directory.
+
+        Refuses to replace an existing target: data file names are never reused.
+        """
+        if not self.local:
+            if self._fs.exists(self.path(dst)):
+                raise FileExistsError(self.path(dst))
+            self._fs.mv(self.path(src), self.path(dst))
+            return
+        target = self.path(dst)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.link(self.path(src), target)  # fails if the target exists, unlike rename(2)
+        os.unlink(self.path(src))
 
     def delete(self, rel: str) -> bool:
         """Delete a file; False if it was already gone."""

@@ -20,6 +20,7 @@ from airflow_lake.lake.storage import Storage
 from airflow_lake.lake.transaction import Transaction
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,12 @@ class LakeTable:
         """Create a table (log entry 0 holds its spec). With `exist_ok`, an identical table is fine."""
         table_spec = spec if isinstance(spec, TableSpec) else TableSpec.from_dict(spec)
         table = cls(path)
+        if not table.storage.local:
+            # Spark writes the data files and the core moves them into place and commits; both are
+            # checked end to end on local (or mounted, shared) paths only, so refuse the rest up front.
+            raise LakeSpecError("table", f"{table.url!r} is not a local or mounted path; lake tables live on a "
+                                "file system path for now.", "Use a local path, or mount the store (a shared "
+                                "volume that Airflow and every Spark executor see).")
         now = time.time()
         entry = LogEntry(seq=0, instant=instants.format_id(int(now * 1000)), action="create",
                          operation="create_table", started_at=now, completed_at=now,
@@ -170,6 +177,13 @@ class LakeTable:
                  len(scan.files), scan.files_total, scan.files_skipped)
         return scan.to_df(spark, columns)
 
+    def to_arrow(self, as_of: AsOf = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """A snapshot as an Arrow table, read with pyarrow on this machine (no Spark): for small tables."""
+        from airflow_lake.lake.arrow_read import read_files
+
+        snap = self.snapshot(as_of)
+        return read_files(self.storage, snap.spec, snap.files, columns)
+
     # -- writes --------------------------------------------------------------------------------------
     def begin(self, action: str, operation: str, metadata: Mapping[str, Any] | None = None,
               request_id: str | None = None, recover: bool = True) -> Transaction:
@@ -218,15 +232,26 @@ class LakeTable:
                     self.after_commit(entry)
                     return entry
         finally:
-            instants.remove_pending(self.storage, instant)
+            try:
+                instants.remove_pending(self.storage, instant)
+            except OSError:  # leftovers of a finished instant; the next writer removes them
+                log.warning("removing the pending files of instant %s failed", instant, exc_info=True)
 
     def after_commit(self, entry: LogEntry) -> None:
-        """Housekeeping after an entry lands: a checkpoint every `checkpoint.interval` entries."""
-        interval = int(self.spec.float_property("checkpoint.interval"))
-        if entry.seq > 0 and entry.seq % interval == 0:
-            state = self.state(entry.seq)
-            self._resolver.write_checkpoint(state)
-            log.info("checkpoint written at %d (%d live files)", entry.seq, len(state.files))
+        """Housekeeping after an entry lands: a checkpoint every `checkpoint.interval` entries.
+
+        Never raises: the entry is in the log, so the commit succeeded. A missing checkpoint only makes
+        resolution fold more entries (the next one is written `checkpoint.interval` entries later).
+        """
+        try:
+            interval = int(self.spec.float_property("checkpoint.interval"))
+            if entry.seq > 0 and entry.seq % interval == 0:
+                state = self.state(entry.seq)
+                self._resolver.write_checkpoint(state)
+                log.info("checkpoint written at %d (%d live files)", entry.seq, len(state.files))
+        except Exception:
+            log.warning("log entry %d is committed, but writing its checkpoint failed; snapshots stay "
+                        "correct (they fold the log from an older checkpoint)", entry.seq, exc_info=True)
 
     def rollback(self, instant_ids: Iterable[str] | None = None, request_id: str | None = None) -> LogEntry | None:
         """Roll back the named pending instants, or (None) every one whose writer is dead."""
@@ -242,3 +267,15 @@ class LakeTable:
     def clean(self, retain_hours: float | None = None, request_id: str | None = None) -> LogEntry | None:
         """Delete removed files no snapshot within `retain_hours` needs (default: the table property)."""
         return clean_module.clean(self, retain_hours, request_id=request_id)
+
+    def vacuum(self, older_than_hours: float | None = None, *, dry_run: bool = False,
+               request_id: str | None = None) -> VacuumResult:
+        """Delete files under the root that no log entry holds, untouched for `older_than_hours` (default:
+        the property `clean.retain.hours`); `dry_run` only lists them."""
+        from airflow_lake.lake import vacuum as vacuum_module
+
+        return vacuum_module.vacuum(self, older_than_hours, dry_run=dry_run, request_id=request_id)
+
+
+if TYPE_CHECKING:  # the annotation of `vacuum` (could join the imports at the top)
+    from airflow_lake.lake.vacuum import VacuumResult

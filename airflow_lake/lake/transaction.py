@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake import faults, instants
+from airflow_lake.lake import faults, instants, recovery
 from airflow_lake.lake.conflicts import CommitIntent, check
 from airflow_lake.lake.errors import LakeCommitConflict, LakeError
 from airflow_lake.lake.files import DataFile
@@ -102,10 +102,19 @@ class Transaction:
                                      f"{MAX_APPEND_ATTEMPTS} times; run the job again.")
         self._done = True
         self._heartbeat.stop()
-        faults.reach("after_commit")
-        instants.remove_pending(self.table.storage, self.instant)
-        self.table.after_commit(entry)
         log.info("instant %s completed as log entry %d: %s", self.instant, entry.seq, entry_metrics)
+        faults.reach("after_commit")
+        # The entry is in the log: the commit has succeeded, whatever happens next. Housekeeping errors
+        # (disk full while checkpointing, say) are logged, never raised: a caller that saw a failure
+        # would run the write again and add the data twice.
+        try:
+            keep = {f.path for f in added_files}
+            recovery.delete_written_files(self.table, self.instant, keep=keep)
+            instants.remove_pending(self.table.storage, self.instant)
+        except Exception:
+            log.warning("instant %s committed; tidying its staging files failed (the next writer retries)",
+                        self.instant, exc_info=True)
+        self.table.after_commit(entry)
         return entry
 
     def abort(self) -> None:

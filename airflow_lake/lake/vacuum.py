@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake import instants, paths
+from airflow_lake.lake import instants
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.log import LogEntry
 from airflow_lake.lake.storage import Storage
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STAGING = f"{paths.META}/staging"  # <instant>/...: a writer's Spark output before it renames it into place
 PATHS_IN_METRICS = 100  # metrics go to XCom and the task log: list at most this many paths
 _INSTANT_OF_NAME = re.compile(rf"^part-(\d{{{instants.ID_LENGTH}}})-")
 
@@ -145,8 +144,8 @@ def _finished_staging(storage: Storage, keep_instant: Callable[[str | None], boo
                       ) -> tuple[list[str], int]:
     """Staging directories of instants that are no longer pending, untouched since `cutoff`, and their size."""
     found, total = [], 0
-    for name in storage.list_dir(STAGING):
-        rel = f"{STAGING}/{name}"
+    for name in storage.list_dir(instants.STAGING):
+        rel = f"{instants.STAGING}/{name}"
         if not instants.is_instant_id(name) or keep_instant(name):
             continue  # not a writer's staging directory, or its writer may still be at work
         try:

@@ -1,243 +1,200 @@
-"""Writing a DataFrame as data files of one instant, with Spark doing the work and pyarrow the bytes.
+"""Writing a DataFrame as the data files of one instant, with Spark's own Parquet writer.
 
-Each Spark task receives its rows as Arrow batches (`mapInArrow`, which Spark Connect supports),
-writes one Parquet file per partition (and bucket) it holds, and returns one row per file with its
-partition, bucket, row count, size and per-column min/max/null counts, taken from the data as it is
-written. Before a file is created, a marker names it, so a rollback finds exactly this instant's files.
+1. Spark writes the rows (`DataFrameWriter.partitionBy`, no Python per row) into a staging directory
+   private to the instant, `_lake/staging/<instant>/<write id>/`. Spark's commit protocol leaves there
+   exactly the output of the task attempts that succeeded: a failed and retried attempt leaves nothing.
+2. The instant lists its staging directory (its own files; what is *live* is still decided by the log
+   alone), reads the footers (rows, per-column min/max/null counts, in parallel) and checks the data
+   against the table: partition values, NOT NULL columns, the partitions an overwrite may touch.
+3. It names the final paths in a manifest (so a rollback finds them), then moves each file to
+   `<partition dir>/part-<instant>-<write id>-<n>[_<bucket>].parquet` and deletes the staging directory.
+
+Files follow the Hive convention: partition values live only in the directory names, as Hive, Trino and
+Spark catalog tables expect (files of tables written before hold the partition columns too; readers take
+the value from the path for both). A bucketed table gets one file per (partition, bucket), sorted by the
+bucket's sort columns, with Spark's bucket id in its name: the bucket is written as one more
+`partitionBy` level and becomes the name's suffix when the file is placed.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
 import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from functools import partial
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake import faults
-from airflow_lake.lake.errors import LakeSchemaError
-from airflow_lake.lake.files import ColumnStats, DataFile
-from airflow_lake.lake.instants import markers_dir
-from airflow_lake.lake.partitions import partition_dir, partition_text
+from airflow_lake.lake import faults, instants
+from airflow_lake.lake.errors import LakeError, LakeSchemaError
+from airflow_lake.lake.files import DataFile
+from airflow_lake.lake.footers import read_footers
+from airflow_lake.lake.partitions import check_partition_value, parse_partition_dir, partition_dir
 from airflow_lake.lake.spec import TableSpec
 from airflow_lake.lake.storage import Storage
-from airflow_lake.lake.types import STATS_TYPES, STRING_STATS_PREFIX, stats_value
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 BUCKET_COLUMN = "__lake_bucket"
-# Row groups as large as Spark's (an Arrow batch per row group makes files ~12% larger), bounded in memory.
-ROW_GROUP_ROWS = 1_000_000
-ROW_GROUP_BYTES = 64 * 1024 * 1024
-RESULT_SCHEMA = "path string, partition string, bucket int, rows bigint, bytes bigint, stats string"
-
-
-@dataclass(frozen=True)
-class WriteContext:
-    """What a Spark task needs to write its files (pickled to executors)."""
-
-    root: str
-    instant: str
-    columns: tuple[tuple[str, str, bool], ...]  # name, type, nullable
-    partition_columns: tuple[str, ...]
-    bucketed: bool
-    allowed_partitions: tuple[tuple[tuple[str, str | None], ...], ...] | None
-    compression: str = "snappy"
+# Spark writes timestamps as INT96 by default, which gets no footer stats; TIMESTAMP_MICROS does.
+WRITE_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+DATA_ERROR = "AIRFLOW_LAKE_DATA_ERROR"
+_DATA_ERROR_TEXT = re.compile(DATA_ERROR + r": ([^\n]*?)(?:\s*SQLSTATE|\n|$)")
 
 
 def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: str, *,
                     allowed_partitions: Sequence[Mapping[str, str | None]] | None = None) -> list[DataFile]:
-    """Write `df` (already conformed to `spec`) as files of `instant`; return them with their stats."""
+    """Write `df` (already conformed to `spec`) as files of `instant`; return them with their stats.
+
+    Raises `LakeSchemaError` / `LakeSpecError` for data the table refuses; nothing is placed then.
+    """
     from pyspark.sql import functions as F
 
     keys = list(spec.partition_columns)
+    df = _refuse_empty_partition_strings(df, spec)
     if spec.bucket is not None:
         bucket = F.pmod(F.hash(*[F.col(f"`{c}`") for c in spec.bucket.columns]), F.lit(spec.bucket.count))
         df = df.withColumn(BUCKET_COLUMN, bucket)
-        # one task per (partition, bucket) key: each bucket becomes one file, sorted by the sort columns
+        # one task per (partition, bucket): each bucket becomes one file, sorted by the sort columns
         df = df.repartition(*[F.col(f"`{c}`") for c in keys], F.col(BUCKET_COLUMN))
-        df = df.sortWithinPartitions(*keys, BUCKET_COLUMN, *spec.bucket.sort_columns)
-    elif keys:
-        df = df.sortWithinPartitions(*keys)
-    ctx = WriteContext(
-        root=storage.url,
-        instant=instant,
-        columns=tuple((c.name, c.type, c.nullable) for c in spec.columns),
-        partition_columns=tuple(keys),
-        bucketed=spec.bucket is not None,
-        allowed_partitions=None if allowed_partitions is None
-        else tuple(tuple(sorted(p.items())) for p in allowed_partitions),
-    )
-    storage.makedirs(markers_dir(instant))
+        df = df.sortWithinPartitions(*[F.col(f"`{c}`") for c in keys], F.col(BUCKET_COLUMN),
+                                     *[F.col(f"`{c}`") for c in spec.bucket.sort_columns])
+        keys.append(BUCKET_COLUMN)
+    write_id = uuid.uuid4().hex[:8]
+    stage = f"{instants.staging_dir(instant)}/{write_id}"
     faults.reach("before_write")
-    try:
-        rows = df.mapInArrow(partial(write_task, ctx), RESULT_SCHEMA).collect()
-    except Exception as err:
-        raise _data_error(err) or err from err
-    files = [
-        DataFile(path=r["path"], partition=json.loads(r["partition"]), rows=r["rows"], bytes=r["bytes"],
-                 bucket=r["bucket"], instant=instant,
-                 stats={k: ColumnStats.from_list(v) for k, v in json.loads(r["stats"]).items()})
-        for r in rows
-    ]
+    with _session_conf(df.sparkSession, WRITE_CONF):
+        writer = df.write.mode("errorifexists").format("parquet")
+        if keys:
+            writer = writer.partitionBy(*keys)
+        try:
+            writer.save(storage.uri(stage))
+        except Exception as err:
+            raise data_error(err) or err from err
+    staged = _staged_files(storage, stage, spec)
+    _check_partitions(staged, spec, allowed_partitions)
+    types = {c.name: c.type for c in spec.columns if c.name not in spec.partition_columns}
+    facts = read_footers([storage.path(s.path) for s in staged], types, df.sparkSession)
+    moves: list[tuple[str, DataFile]] = []
+    for number, item in enumerate(staged):
+        fact = facts[storage.path(item.path)]
+        if fact.rows == 0:
+            continue  # Spark writes a file with no rows for an empty unpartitioned write
+        directory = partition_dir(spec.partition_columns, item.partition)
+        suffix = f"_{item.bucket:05d}" if item.bucket is not None else ""
+        name = f"part-{instant}-{write_id}-{number:05d}{suffix}.parquet"
+        moves.append((item.path, DataFile(path=f"{directory}/{name}" if directory else name,
+                                          partition=item.partition, rows=fact.rows, bytes=fact.bytes,
+                                          bucket=item.bucket, instant=instant, stats=fact.stats)))
+    files = [f for _, f in moves]
+    _check_not_null(files, spec)
+    _place(storage, instant, stage, moves)
     log.info("instant %s wrote %d file(s), %d rows", instant, len(files), sum(f.rows for f in files))
     return files
 
 
-_EXECUTOR_ERROR = re.compile(r"airflow_lake\.lake\.errors\.(LakeSchemaError|LakeSpecError): ([^\n]*)")
+class _Staged:
+    """A file Spark wrote into the staging directory."""
+
+    __slots__ = ("bucket", "partition", "path")
+
+    def __init__(self, path: str, partition: dict[str, str | None], bucket: int | None) -> None:
+        self.path = path
+        self.partition = partition
+        self.bucket = bucket
 
 
-def _data_error(err: Exception) -> LakeSchemaError | None:
-    """Our own data error raised in a Spark task, unwrapped from Spark's Python exception."""
-    match = _EXECUTOR_ERROR.search(str(err))
-    return LakeSchemaError(match.group(2)) if match else None
+def _staged_files(storage: Storage, stage: str, spec: TableSpec) -> list[_Staged]:
+    """The data files in the staging directory (Spark's `_SUCCESS` and `.crc` files are hidden)."""
+    out = []
+    for rel in storage.walk_files(stage):
+        inner = rel[len(stage) + 1:]
+        segments = inner.split("/")
+        if segments[-1].startswith(("_", ".")) or "_temporary" in segments or not inner.endswith(".parquet"):
+            continue
+        values = parse_partition_dir(inner.rsplit("/", 1)[0] if "/" in inner else "")
+        bucket_text = values.pop(BUCKET_COLUMN, None)
+        partition = {c: values.get(c) for c in spec.partition_columns}
+        out.append(_Staged(rel, partition, None if bucket_text is None else int(bucket_text)))
+    return sorted(out, key=lambda s: s.path)
 
 
-def write_task(ctx: WriteContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Body of one Spark task: write its rows, yield one result row per file written."""
-    import pyarrow as pa
-
-    storage = Storage(ctx.root)
-    task = uuid.uuid4().hex[:12]
-    keys = [*ctx.partition_columns, *([BUCKET_COLUMN] if ctx.bucketed else [])]
-    results: list[dict[str, Any]] = []
-    current: _OpenFile | None = None
-    for batch in batches:
-        for key, piece in _runs(batch, keys):
-            if current is None or key != current.key:
-                if current is not None:
-                    results.append(current.close())
-                    faults.reach("during_write")
-                current = _OpenFile(ctx, storage, key, f"{task}-{len(results):05d}")
-            current.write(piece)
-    if current is not None:
-        results.append(current.close())
-    if results:
-        schema = pa.schema([("path", pa.string()), ("partition", pa.string()), ("bucket", pa.int32()),
-                            ("rows", pa.int64()), ("bytes", pa.int64()), ("stats", pa.string())])
-        yield pa.RecordBatch.from_pylist(results, schema=schema)
-
-
-def _runs(batch: pa.RecordBatch, names: list[str]) -> Iterator[tuple[tuple[Any, ...], pa.RecordBatch]]:
-    """Split a batch sorted by `names` into runs of equal key."""
-    import pyarrow.compute as pc
-
-    rows = batch.num_rows
-    if rows == 0:
-        return
-    if not names:
-        yield (), batch
-        return
-    change = None
-    for name in names:
-        column = batch.column(name)
-        after, before = column.slice(1), column.slice(0, rows - 1)
-        after_null, before_null = pc.is_null(after), pc.is_null(before)
-        differs = pc.if_else(pc.or_(after_null, before_null), pc.xor(after_null, before_null),
-                             pc.not_equal(after, before))
-        change = differs if change is None else pc.or_(change, differs)
-    cuts = [0, *(i + 1 for i in pc.indices_nonzero(change).to_pylist()), rows]
-    for start, end in itertools.pairwise(cuts):
-        piece = batch.slice(start, end - start)
-        yield tuple(piece.column(name)[0].as_py() for name in names), piece
-
-
-class _OpenFile:
-    """One Parquet file being written, with running stats."""
-
-    def __init__(self, ctx: WriteContext, storage: Storage, key: tuple[Any, ...], name: str) -> None:
-        self.ctx = ctx
-        self.storage = storage
-        self.key = key
-        types = {n: t for n, t, _ in ctx.columns}
-        parts = key[: len(ctx.partition_columns)]
-        self.partition = {c: partition_text(types[c], v) for c, v in zip(ctx.partition_columns, parts, strict=True)}
-        if ctx.allowed_partitions is not None and tuple(sorted(self.partition.items())) not in ctx.allowed_partitions:
+def _check_partitions(staged: list[_Staged], spec: TableSpec,
+                      allowed: Sequence[Mapping[str, str | None]] | None) -> None:
+    allowed_keys = None if allowed is None else {tuple(sorted(p.items())) for p in allowed}
+    for item in staged:
+        for column, value in item.partition.items():
+            check_partition_value(column, value, "source")
+            if value is None and not spec.column(column).nullable:
+                raise LakeSchemaError(_not_null_message(column))
+        if allowed_keys is not None and tuple(sorted(item.partition.items())) not in allowed_keys:
             raise LakeSchemaError(
-                f"the source has rows in partition {self.partition}, which is not among the partitions being "
+                f"the source has rows in partition {item.partition}, which is not among the partitions being "
                 "overwritten; nothing was committed. Fix: filter the source to those partitions or list "
                 "this one in `partitions`.")
-        self.bucket = int(key[-1]) if ctx.bucketed else None
-        directory = partition_dir(ctx.partition_columns, self.partition)
-        suffix = f"_{self.bucket:05d}" if self.bucket is not None else ""
-        file_name = f"part-{ctx.instant}-{name}{suffix}.parquet"
-        self.path = f"{directory}/{file_name}" if directory else file_name
-        storage.touch(f"{markers_dir(ctx.instant)}/{self.path}")
-        if directory:
-            storage.makedirs(directory)
-        self.rows = 0
-        self.stats: dict[str, list[Any]] = {}
-        self._writer: Any = None
-        self._pending: list[pa.RecordBatch] = []
-        self._pending_rows = 0
-        self._pending_bytes = 0
 
-    def write(self, piece: pa.RecordBatch) -> None:
-        import pyarrow.parquet as pq
 
-        if BUCKET_COLUMN in piece.schema.names:
-            piece = piece.drop_columns([BUCKET_COLUMN])
-        for name, type_name, nullable in self.ctx.columns:
-            self._update_stats(name, type_name, nullable, piece.column(name))
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self.storage.path(self.path), piece.schema,
-                                            compression=self.ctx.compression)
-        self._pending.append(piece)
-        self._pending_rows += piece.num_rows
-        self._pending_bytes += piece.nbytes
-        self.rows += piece.num_rows
-        if self._pending_rows >= ROW_GROUP_ROWS or self._pending_bytes >= ROW_GROUP_BYTES:
-            self._flush()
+def _check_not_null(files: list[DataFile], spec: TableSpec) -> None:
+    for column in spec.columns:
+        if column.nullable or column.name in spec.partition_columns:
+            continue
+        if any((stats := f.stats.get(column.name)) is not None and stats.null_count > 0 for f in files):
+            raise LakeSchemaError(_not_null_message(column.name))
 
-    def _flush(self) -> None:
-        """Write the buffered batches as one row group."""
-        import pyarrow as pa
 
-        if self._pending:
-            self._writer.write_table(pa.Table.from_batches(self._pending), row_group_size=self._pending_rows)
-            self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
+def _not_null_message(column: str) -> str:
+    return (f"column {column!r} is NOT NULL in the table, but the source has nulls in it; nothing was "
+            "committed. Fix: filter or fill the nulls in the source.")
 
-    def _update_stats(self, name: str, type_name: str, nullable: bool, array: pa.Array) -> None:
-        import pyarrow.compute as pc
 
-        entry = self.stats.setdefault(name, [None, None, 0, False])  # min, max, nulls, max unknown
-        nulls = array.null_count
-        if nulls and not nullable:
-            raise LakeSchemaError(f"column {name!r} is NOT NULL in the table, but the source has nulls in it; "
-                                  "nothing was committed. Fix: filter or fill the nulls in the source.")
-        entry[2] += nulls
-        if type_name not in STATS_TYPES or nulls == len(array):
-            return
-        bounds = pc.min_max(array)
-        low = stats_value(type_name, bounds["min"].as_py())
-        high = stats_value(type_name, bounds["max"].as_py())
-        if type_name == "string":
-            if low is not None and len(low) > STRING_STATS_PREFIX:
-                low = low[:STRING_STATS_PREFIX]  # a prefix is still a lower bound
-            if high is not None and len(high) > STRING_STATS_PREFIX:
-                high, entry[3] = None, True  # a truncated max would not be an upper bound
-        if low is not None and (entry[0] is None or low < entry[0]):
-            entry[0] = low
-        if high is not None and (entry[1] is None or high > entry[1]):
-            entry[1] = high
+def _place(storage: Storage, instant: str, stage: str, moves: list[tuple[str, DataFile]]) -> None:
+    """Move the staged files to their final names; the manifest first, so a rollback finds them."""
+    instants.write_manifest(storage, instant, [f.path for _, f in moves])
+    for source, target in moves:
+        storage.rename(source, target.path)
+        faults.reach("during_place")
+    storage.delete_tree(stage)  # what is left: Spark's _SUCCESS and .crc files, files with no rows
 
-    def close(self) -> dict[str, Any]:
-        if self._writer is not None:
-            self._flush()
-            self._writer.close()
-        stats = {k: [v[0], None if v[3] else v[1], v[2]] for k, v in self.stats.items()}
-        return {
-            "path": self.path,
-            "partition": json.dumps(self.partition),
-            "bucket": self.bucket,
-            "rows": self.rows,
-            "bytes": self.storage.size(self.path),
-            "stats": json.dumps(stats),
-        }
+
+def _refuse_empty_partition_strings(df: DataFrame, spec: TableSpec) -> DataFrame:
+    """Spark writes an empty string partition value as NULL: refuse it instead of changing the data."""
+    from pyspark.sql import functions as F
+
+    for name in spec.partition_columns:
+        if spec.column(name).type != "string":
+            continue
+        col = F.col(f"`{name}`")
+        message = (f"{DATA_ERROR}: partition column {name!r} has an empty string value, which Spark would "
+                   "write as NULL; nothing was committed. Fix: map empty strings to a value or to NULL in "
+                   "the source.")
+        df = df.withColumn(name, F.when(col == F.lit(""), F.raise_error(F.lit(message))).otherwise(col))
+    return df
+
+
+def data_error(err: Exception) -> LakeError | None:
+    """Our own data error raised in a Spark task, unwrapped from Spark's exception."""
+    text = str(err)
+    match = _DATA_ERROR_TEXT.search(text)
+    if match:
+        return LakeSchemaError(match.group(1).strip())
+    legacy = re.search(r"airflow_lake\.lake\.errors\.(LakeSchemaError|LakeSpecError): ([^\n]*)", text)
+    return LakeSchemaError(legacy.group(2)) if legacy else None
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Set SQL confs for the duration of a write, then put back what the session had."""
+    before: dict[str, Any] = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+

@@ -33,7 +33,7 @@ def test_dags_parse_without_importing_pyspark() -> None:
 
 
 def rows(table: LakeTable) -> list[dict[str, Any]]:
-    return [r for f in table.snapshot().files for r in pq.read_table(table.storage.path(f.path)).to_pylist()]
+    return table.to_arrow().to_pylist()
 
 
 @pytest.mark.slow

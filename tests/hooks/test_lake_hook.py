@@ -48,10 +48,9 @@ def test_a_failed_job_raises_with_the_tail_of_the_spark_output(table_path: str, 
 
 def test_a_bad_spec_fails_before_spark_submit(table_path: str) -> None:
     hook = LakeHook()
-    started = time.monotonic()
     with pytest.raises(LakeSpecError, match="mode"):
         hook.submit("write", {"table": table_path, "source": {"path": "/x"}, "mode": "upsert"})
-    assert hook._submit_hook is None and time.monotonic() - started < 5
+    assert hook._submit_hook is None  # no SparkSubmitHook was built, so no spark-submit ran
 
 
 def test_on_kill_stops_the_job_and_rolls_back_its_instant(spark: Any, table_path: str, tmp_path: Path) -> None:

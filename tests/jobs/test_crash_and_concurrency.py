@@ -13,7 +13,15 @@ import pytest
 from airflow_lake.jobs import run
 from airflow_lake.lake import LakeTable
 from airflow_lake.lake.instants import COMPLETED, INFLIGHT, ROLLED_BACK, pending
-from tests.support import FAST_HEARTBEAT, parquet_files_on_disk, start_submit, table_ids, wait_for_file, write_source
+from tests.support import (
+    FAST_HEARTBEAT,
+    parquet_files_on_disk,
+    start_submit,
+    table_ids,
+    wait_for_file,
+    wait_for_glob,
+    write_source,
+)
 
 pytestmark = pytest.mark.slow
 TIMEOUT = float(FAST_HEARTBEAT["heartbeat.timeout.seconds"])
@@ -25,7 +33,12 @@ def new_table(path: str, fast_heartbeat: bool = True) -> LakeTable:
                                    "properties": properties})
 
 
-@pytest.mark.parametrize("point", ["before_write", "during_write", "before_commit", "after_commit"])
+def files_under(path: str) -> set[str]:
+    """Every file under the table root, metadata and staging included."""
+    return {str(p.relative_to(path)) for p in Path(path).rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("point", ["before_write", "during_write", "during_place", "before_commit", "after_commit"])
 def test_sigkill_leaves_table_readable_and_next_write_cleans_up(
         spark: Any, table_path: str, tmp_path: Path, point: str) -> None:
     new_table(table_path)
@@ -33,14 +46,19 @@ def test_sigkill_leaves_table_readable_and_next_write_cleans_up(
     run(spark, "write", {"table": table_path, "source": {"path": source}})
     before_ids = table_ids(spark, table_path)
     before_files = parquet_files_on_disk(table_path)
-    # three partitions so the task writes several files and "during_write" stops between two of them
-    killed_ids = list(range(100, 130))
-    source = write_source(tmp_path / "b.parquet", killed_ids, ["d1", "d2", "d3"] * 10)
+    before_all = {f for f in files_under(table_path) if "/log/" not in f and "/checkpoints/" not in f}
+    # three partitions, so that several files are written and placed
+    rows = 2_000_000 if point == "during_write" else 30  # enough for Spark's writer to run for seconds
+    killed_ids = list(range(100, 100 + rows))
+    source = write_source(tmp_path / "b.parquet", killed_ids, ["d1", "d2", "d3"] * (rows // 3) + ["d1"] * (rows % 3))
     flag = tmp_path / "reached"
-    proc = start_submit("write", {"table": table_path, "source": {"path": source}},
-                        env={"AIRFLOW_LAKE_FAULT_POINT": point, "AIRFLOW_LAKE_FAULT_FLAG": str(flag)},
+    env = {} if point == "during_write" else {"AIRFLOW_LAKE_FAULT_POINT": point, "AIRFLOW_LAKE_FAULT_FLAG": str(flag)}
+    proc = start_submit("write", {"table": table_path, "source": {"path": source}}, env=env,
                         log=tmp_path / "spark-submit.log")
-    wait_for_file(flag, proc)
+    if point == "during_write":  # kill as soon as Spark's writer has a file open in the staging area
+        wait_for_glob(Path(table_path, "_lake", "staging"), "**/*.parquet", proc)
+    else:
+        wait_for_file(flag, proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
 
@@ -53,8 +71,11 @@ def test_sigkill_leaves_table_readable_and_next_write_cleans_up(
     else:
         assert killed[0].state == INFLIGHT
         assert table_ids(spark, table_path) == before_ids  # exactly as before the killed write
-        if point in ("during_write", "before_commit"):
-            assert parquet_files_on_disk(table_path) > before_files  # debris exists on disk...
+        if point == "during_write":  # Spark's writer was stopped mid-task: its files are in the staging area
+            staging = Path(table_path, "_lake", "staging", killed[0].id)
+            assert any(p.suffix == ".parquet" for p in staging.rglob("*")), files_under(table_path)
+        if point in ("during_place", "before_commit"):
+            assert parquet_files_on_disk(table_path) > before_files  # debris exists in the table dirs...
     assert [p.id for p in pending(table.storage)] == [killed[0].id]
 
     time.sleep(TIMEOUT + 0.5)  # the killed writer's heartbeat goes stale
@@ -70,19 +91,25 @@ def test_sigkill_leaves_table_readable_and_next_write_cleans_up(
     live = {f.path for f in table.snapshot().files}
     assert parquet_files_on_disk(table_path) == live  # ...and the next writer removed all of it
     assert not any(Path(table_path, "_lake", "markers").iterdir())
+    assert not any(Path(table_path, "_lake", "staging").iterdir())
+    left = {f for f in files_under(table_path) if "/log/" not in f and "/checkpoints/" not in f}
+    assert left - before_all == {f for f in live if f not in before_files}  # nothing else stayed behind
 
 
 def test_two_concurrent_spark_submit_appends_both_land(spark: Any, table_path: str, tmp_path: Path) -> None:
     new_table(table_path, fast_heartbeat=False)  # default timeouts: neither live writer may look dead
     first = list(range(0, 500))
     second = list(range(500, 1000))
+    # both writers wait before committing until the other one got there too, so they overlap for sure
+    meet = {"AIRFLOW_LAKE_RENDEZVOUS_POINT": "before_commit", "AIRFLOW_LAKE_RENDEZVOUS_DIR": str(tmp_path / "meet"),
+            "AIRFLOW_LAKE_RENDEZVOUS_COUNT": "2"}
     procs = [
         start_submit("write", {"table": table_path, "request_id": "one",
                                "source": {"path": write_source(tmp_path / "1.parquet", first, ["a", "b"] * 250)}},
-                     log=tmp_path / "one.log"),
+                     env=meet, log=tmp_path / "one.log"),
         start_submit("write", {"table": table_path, "request_id": "two",
                                "source": {"path": write_source(tmp_path / "2.parquet", second, ["a", "b"] * 250)}},
-                     log=tmp_path / "two.log"),
+                     env=meet, log=tmp_path / "two.log"),
     ]
     codes = [p.wait(timeout=300) for p in procs]
     assert codes == [0, 0], [(tmp_path / n).read_text()[-3000:] for n in ("one.log", "two.log")]
@@ -92,5 +119,5 @@ def test_two_concurrent_spark_submit_appends_both_land(spark: Any, table_path: s
     commits = [e for e in table.entries_since(0) if e.action == "commit"]
     assert sorted(e.request_id or "" for e in commits) == ["one", "two"]
     assert [e.seq for e in commits] == [1, 2]
-    # the two writers really overlapped: each started before the other completed
+    # the two writers overlapped: each started before the other completed
     assert commits[0].started_at < commits[1].completed_at and commits[1].started_at < commits[0].completed_at

@@ -117,7 +117,8 @@ def test_rollback_with_nothing_stale_returns_none(table_path: str) -> None:
 def test_stale_requested_instant_of_a_dead_writer_is_rolled_back(table_path: str) -> None:
     """A writer that died right after reserving its id (never inflight) is debris too."""
     table = make_table(table_path)
-    doomed = instants_module.request(table.storage, "commit", "write", {}, None)
+    doomed = instants_module.request(table.storage, "commit", "write", {}, None,
+        not_before=table.state().instant, finished=table.is_finished)
     backdate(table, doomed, 30)
     table.begin("commit", "write").abort()
     assert states(table)[doomed] == ROLLED_BACK
@@ -127,7 +128,8 @@ def test_stale_requested_instant_of_a_dead_writer_is_rolled_back(table_path: str
 def test_requested_replace_plans_are_never_rolled_back_automatically(table_path: str) -> None:
     table = make_table(table_path)
     plan = {"plan": {"groups": [{"partition": {"dt": "a"}, "files": ["dt=a/x.parquet"]}]}}
-    planned = instants_module.request(table.storage, "replace", "schedule_clustering", plan, None)
+    planned = instants_module.request(table.storage, "replace", "schedule_clustering", plan, None,
+        not_before=table.state().instant, finished=table.is_finished)
     backdate(table, planned, 3600)
     txn = table.begin("commit", "write")
     txn.commit(added=[data_file(txn)])

@@ -75,7 +75,8 @@ def test_vacuum_deletes_orphans_and_keeps_what_the_log_and_writers_need(table_pa
     by_hand = [drop(table, "notes.txt"), drop(table, "dt=c/copied.parquet")]
     fresh = drop(table, "dt=a/just-copied.parquet", age_hours=0.1)  # newer than the guard
     # a writer at work: its instant is pending, its file (old or not) is not in any snapshot yet
-    pending = instants.request(table.storage, "commit", "write", {}, None)
+    pending = instants.request(table.storage, "commit", "write", {}, None,
+        not_before=table.state().instant, finished=table.is_finished)
     instants.mark_inflight(table.storage, pending, base_seq=table.state().seq)
     in_flight = drop(table, f"dt=a/part-{pending}-00000.parquet")
     # hidden files: Spark's and Hive's rule
