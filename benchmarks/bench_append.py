@@ -7,7 +7,8 @@ one local[2] SparkSession takes turns, for three variants, between:
             bucketed:      ... .repartition(8, "id").write.bucketBy(8, "id").sortBy("id").saveAsTable(t)
   ours      airflow_lake.jobs.run(spark, "write", {"table": t, "source": {"path": src}}) into a lake table with the
             same layout (none / partition_by k / bucket {columns [id], count 8, sort_columns [id]})
-  old       the same runner write through the previous pyarrow writer (`--old-path`, while it exists)
+  old       the same runner write through the previous pyarrow writer (`--old-path`; the writer was removed after
+            commit 5975ca5, so this needs a checkout of that commit)
 One warm-up round is dropped; the median of `--rounds` rounds is reported as ours/baseline against the 1.1x goal,
 with the load average at the start and end of the run.
 
@@ -17,6 +18,7 @@ with the load average at the start and end of the run.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import sys
@@ -96,7 +98,7 @@ def ours_write(spark: SparkSession, src: str, table: str) -> dict[str, Any]:
 
 def old_write(spark: SparkSession, src: str, table: str) -> dict[str, Any]:
     """The runner write with the previous writer (rows through Python and pyarrow) swapped in."""
-    from airflow_lake.lake import arrow_writer  # type: ignore[attr-defined]
+    from airflow_lake.lake import arrow_writer  # type: ignore[attr-defined]  # only up to commit 5975ca5
 
     native = lake_write.write_dataframe
     lake_write.write_dataframe = arrow_writer.write_dataframe
@@ -178,10 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="measured rounds (default 5)")
     parser.add_argument("--warmup", type=int, default=1, help="warm-up rounds, not counted (default 1)")
     parser.add_argument("--old-path", action="store_true",
-                        help="also time the previous pyarrow writer (airflow_lake.lake.arrow_writer), if present")
+                        help="also time the previous pyarrow writer (needs a checkout of commit 5975ca5)")
     parser.add_argument("--json-out", default=None, help="write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args(argv)
+    if args.old_path and importlib.util.find_spec("airflow_lake.lake.arrow_writer") is None:
+        parser.error("--old-path: the previous writer was removed after commit 5975ca5; run this script from a "
+                     "checkout of that commit to time it")
     if args.rows < 1 or args.rounds < 1 or args.warmup < 0 or args.source_files < 1:
         parser.error("--rows, --rounds and --source-files must be >= 1, --warmup >= 0")
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Larger Arrow batches make the mapInArrow writer cheaper per row (Spark's default is 10,000).
+# Larger Arrow batches make per-partition Python work (mapInArrow) cheaper per row (Spark's default is 10,000).
 DEFAULT_CONF = {
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
     "spark.sql.session.timeZone": "UTC",

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from airflow_lake.lake.vacuum import VacuumResult
+
 log = logging.getLogger(__name__)
 AsOf = int | str | None
 
@@ -275,7 +277,3 @@ class LakeTable:
         from airflow_lake.lake import vacuum as vacuum_module
 
         return vacuum_module.vacuum(self, older_than_hours, dry_run=dry_run, request_id=request_id)
-
-
-if TYPE_CHECKING:  # the annotation of `vacuum` (could join the imports at the top)
-    from airflow_lake.lake.vacuum import VacuumResult
