@@ -13,7 +13,8 @@ import pytest
 
 from airflow_lake.jobs import run
 from airflow_lake.lake import DataFile, LakeSpecError, LakeTable, instants
-from airflow_lake.lake.vacuum import PATHS_IN_METRICS, STAGING, instant_of, is_hidden, vacuum
+from airflow_lake.lake.instants import STAGING
+from airflow_lake.lake.vacuum import PATHS_IN_METRICS, instant_of, is_hidden, vacuum
 from tests.lake.lake_core_helpers import append, data_file, live_paths, make_table, on_disk
 
 HOUR = 3600.0
