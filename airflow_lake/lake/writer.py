@@ -66,7 +66,7 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     stage = f"{instants.staging_dir(instant)}/{write_id}"
     faults.reach("before_write")
     with _session_conf(df.sparkSession, WRITE_CONF):
-        writer = df.write.mode("errorifexists").format("parquet")
+        writer = df.write.mode("error").format("parquet")  # "errorifexists" is unknown to Spark Connect
         if keys:
             writer = writer.partitionBy(*keys)
         try:
