@@ -2,7 +2,7 @@
 
     txn = table.begin("commit", operation="write")
     try:
-        files = ...  # written under txn.instant, each announced by a marker first
+        files = write_dataframe(df, table.storage, table.spec, txn.instant)  # writer.py: staged, then placed
         txn.commit(added=files, metrics={...})
     except BaseException:
         txn.abort()

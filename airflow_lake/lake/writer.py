@@ -69,6 +69,8 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
         writer = df.write.mode("error").format("parquet")  # "errorifexists" is unknown to Spark Connect
         if keys:
             writer = writer.partitionBy(*keys)
+        if spec.bucket is not None:
+            writer = writer.option("maxRecordsPerFile", 0)  # one file per bucket, whatever the session says
         try:
             writer.save(storage.uri(stage))
         except Exception as err:

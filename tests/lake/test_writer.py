@@ -97,9 +97,13 @@ def test_footer_stats_match_the_data_of_every_file(spark: Any, table_path: str, 
 def test_bucket_ids_in_names_are_sparks(spark: Any, table_path: str) -> None:
     """Each file holds exactly the rows Spark's own bucketing puts in the bucket its name says."""
     table = LakeTable.create(table_path, {"schema": "k BIGINT, v STRING", "bucket": {"columns": ["k"], "count": 8}})
-    table.write(spark.range(0, 2000).selectExpr("id AS k", "CAST(id AS STRING) AS v"))
+    spark.conf.set("spark.sql.files.maxRecordsPerFile", "100")  # would split each bucket into several files
+    try:
+        table.write(spark.range(0, 2000).selectExpr("id AS k", "CAST(id AS STRING) AS v"))
+    finally:
+        spark.conf.unset("spark.sql.files.maxRecordsPerFile")
     files = table.snapshot().files
-    assert sorted(f.bucket for f in files) == list(range(8))
+    assert sorted(f.bucket for f in files) == list(range(8))  # one file per bucket
     for data_file in files:
         ks = pq.read_table(table.storage.path(data_file.path)).column("k").to_pylist()
         buckets = {r[0] for r in spark.createDataFrame([(k,) for k in ks], "k BIGINT")
