@@ -167,9 +167,14 @@ def fresh_process(path: str, code: str | None = None) -> dict[str, Any]:
     """
     env = {**os.environ, "PYTHONPATH": code} if code else None
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", PROBE, path], capture_output=True, text=True, check=True, env=env)
+    # run from the table's directory: `python -c` puts the working directory first on sys.path
+    done = subprocess.run([sys.executable, "-c", PROBE, path], capture_output=True, text=True, check=True, env=env,
+                          cwd=os.path.dirname(path))
     wall = time.perf_counter() - started
-    return {"wall_seconds": wall, **json.loads(done.stdout.strip().splitlines()[-1])}
+    result = {"wall_seconds": wall, **json.loads(done.stdout.strip().splitlines()[-1])}
+    if code and not result["code"].startswith(os.path.abspath(code)):
+        raise RuntimeError(f"--baseline-code {code} was not used: the probe imported {result['code']}")
+    return result
 
 
 def open_snapshot(path: str) -> Snapshot:
@@ -296,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.insert(1, ["fresh process: open + snapshot inside, old code", baseline["open_snapshot_seconds"],
                         a["fresh_process_open_snapshot_seconds"],
                         f"{ratio(baseline['open_snapshot_seconds'], a['fresh_process_open_snapshot_seconds']):.1f}x"])
+        rows.insert(2, ["fresh process: import of the lake core, old code", baseline["import_seconds"],
+                        a["fresh_process_import_seconds"], ""])
     print()
     print_table(["", "before", "after", "before / after"], rows)
     for seq, w in writes.items():

@@ -35,6 +35,8 @@ class DataFile:
     bytes: int
     bucket: int | None = None
     instant: str = ""  # the instant that added it
+    # column -> stats; a dict, or for a file read from a checkpoint a lazy view on the checkpoint's stats
+    # columns, decoded on first use (`stats_columns.LazyStats`)
     stats: Mapping[str, ColumnStats] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
