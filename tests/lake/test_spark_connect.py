@@ -5,19 +5,20 @@ Starts a real Spark Connect server from the pip package (local[2]) and runs the 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from airflow_lake.lake import LakeSchemaError, LakeTable, footers
+from airflow_lake.lake import LakeTable
 from tests.support import SPARK_SUBMIT, parquet_files_on_disk
 
 pytestmark = pytest.mark.slow
@@ -30,10 +31,8 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A Spark Connect server and a client session of it."""
-    from pyspark.sql import SparkSession
-
+def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Spark Connect server; its URL."""
     port = free_port()
     log = tmp_path_factory.mktemp("connect") / "server.log"
     with open(log, "wb") as out:
@@ -52,32 +51,52 @@ def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
                 if sock.connect_ex(("127.0.0.1", port)) == 0:
                     break
             time.sleep(0.5)
-        session = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
-        yield session
-        session.stop()
+        yield f"sc://127.0.0.1:{port}"
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
 
 
-def test_bucketed_partitioned_write_and_read_over_connect(connect: Any, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    spark = connect
-    table = LakeTable.create(str(tmp_path / "t"), {
+# The client runs in its own process: pyspark refuses a remote session next to the suite's classic one.
+CLIENT = textwrap.dedent("""
+    import json, sys
+    from pyspark.sql import SparkSession
+    from airflow_lake.lake import LakeSchemaError, LakeTable, footers
+
+    url, path = sys.argv[1], sys.argv[2]
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    table = LakeTable.create(path, {
         "schema": "id BIGINT NOT NULL, dt STRING, ts TIMESTAMP", "partition_by": ["dt"],
         "bucket": {"columns": ["id"], "count": 4, "sort_columns": ["id"]}})
     df = spark.range(0, 1000).selectExpr("id", "CAST(id % 3 AS STRING) AS dt", "timestamp_seconds(id) AS ts")
-    entry = table.write(df)
-    files = table.snapshot().files
-    assert entry.metrics["rows_added"] == 1000 and len(files) == 12 and {f.bucket for f in files} == set(range(4))
-    assert all(f.stats["ts"].min is not None for f in files)  # timestamps got footer stats
-    assert table.read(spark).count() == 1000
-    scan = table.scan([("id", "<", 10)])
-    assert table.read(spark, filters=[("id", "<", 10)]).count() == 10
-    assert scan.files_skipped == sum(f.stats["id"].min >= 10 for f in files) > 0
-    monkeypatch.setattr(footers, "SPARK_JOB_MIN_FILES", 1)  # the footers read by a Spark job, over Connect
-    table.write(df)
-    assert table.read(spark).count() == 2000 and table.snapshot().files[-1].stats
-    with pytest.raises(LakeSchemaError, match="empty string"):
+    out = {"first": table.write(df).metrics}
+    out["count"] = table.read(spark).count()
+    out["filtered"] = table.read(spark, filters=[("id", "<", 10)]).count()
+    footers.SPARK_JOB_MIN_FILES = 1  # the footers read by a Spark job, over Connect
+    out["second"] = table.write(df).metrics
+    out["count_after"] = table.read(spark).count()
+    try:
         table.write(spark.range(0, 3).selectExpr("id", "'' AS dt", "timestamp_seconds(id) AS ts"))
-    assert parquet_files_on_disk(table.url) == {f.path for f in table.snapshot().files}
+    except LakeSchemaError as err:
+        out["refused"] = str(err)
+    print("RESULT " + json.dumps(out))
+""")
+
+
+def test_bucketed_partitioned_write_and_read_over_connect(connect_url: str, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    script = tmp_path / "client.py"
+    script.write_text(CLIENT)
+    done = subprocess.run([sys.executable, str(script), connect_url, path], check=False, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.split("RESULT ", 1)[1])
+    assert out["first"]["rows_added"] == 1000 and out["first"]["files_added"] == 12
+    assert out["count"] == 1000 and out["filtered"] == 10
+    assert out["second"]["files_added"] == 12 and out["count_after"] == 2000
+    assert "empty string" in out["refused"]
+    table = LakeTable.open(path)
+    files = table.snapshot().files
+    assert {f.bucket for f in files} == set(range(4)) and all(f.stats["ts"].min is not None for f in files)
+    assert table.scan([("id", "<", 10)]).files_skipped == sum(f.stats["id"].min >= 10 for f in files) > 0
+    assert parquet_files_on_disk(path) == {f.path for f in files}
