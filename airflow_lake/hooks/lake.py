@@ -133,7 +133,7 @@ class LakeHook(BaseHook):
         first try's commit and wrote nothing.
         """
         lake = LakeTable.open(table)
-        entry = lake.find_request(request_id)
+        entry = lake.find_request(request_id, operation)
         if entry is None:
             if operation == "write":
                 raise LakeJobError(f"spark-submit succeeded but no instant of request {request_id} is on {table!r}.")

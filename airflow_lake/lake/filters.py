@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,11 @@ def parse_filters(raw: Iterable[Sequence[Any]] | None, spec: TableSpec) -> list[
             literals = tuple(coerce_literal(col.type, v, field) for v in value)
         else:
             literals = (coerce_literal(col.type, value, field),)
+        if any(isinstance(v, float) and math.isnan(v) for v in literals):
+            # Spark orders NaN above every number and makes NaN = NaN true: min/max stats cannot bound it
+            raise LakeSpecError(field, "NaN cannot be a filter literal: Spark compares NaN unlike any number "
+                                "(NaN = NaN is true, NaN is greater than every number).",
+                                "Filter NaN rows in Spark with isnan(column).")
         if any(v is None for v in literals):
             raise LakeSpecError(field, "comparison with NULL matches no row.",
                                 "Filter on a value, or select nulls in Spark with isNull().")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 import os
 import socket
 import time
@@ -19,6 +20,7 @@ from typing import Any
 from airflow_lake.lake import paths
 from airflow_lake.lake.storage import Storage
 
+log = logging.getLogger(__name__)
 REQUESTED, INFLIGHT, COMPLETED, ROLLED_BACK = "requested", "inflight", "completed", "rolled_back"
 ID_LENGTH = 17  # yyyyMMddHHmmssSSS, as Hudi
 
@@ -179,33 +181,68 @@ class PendingInstant:
 
 
 def pending(storage: Storage) -> list[PendingInstant]:
-    """All instants that have pending files, oldest first."""
+    """All instants that have pending files, oldest first.
+
+    A pending file that cannot be read (cut short, not JSON, a wrong shape) does not stop anyone: its
+    instant is listed with action "unknown", ages like any other and is rolled back once its last beat is
+    older than the heartbeat timeout. Files in `_lake/pending/` whose name is no instant id are ignored.
+    """
     names = storage.list_dir(paths.PENDING)
     ids = sorted({n.split(".", 1)[0] for n in names if n.endswith(".requested.json")})
     out = []
     for instant in ids:
+        if not is_instant_id(instant):
+            log.warning("ignoring %s/%s.requested.json: not an instant id", paths.PENDING, instant)
+            continue
         try:
-            req = storage.read_json(requested_file(instant))
-            beats = [storage.mtime(requested_file(instant))]
+            req = _read_pending(storage, requested_file(instant))
+            beats = [storage.mtime(requested_file(instant))]  # after the read: a finished instant is skipped
         except FileNotFoundError:
             continue  # finished meanwhile
         has_inflight = f"{instant}.inflight.json" in names
         base_seq = None
         if has_inflight:
             try:
-                base_seq = storage.read_json(inflight_file(instant)).get("base_seq")
                 beats.append(storage.mtime(inflight_file(instant)))
+                raw_base = _read_pending(storage, inflight_file(instant)).get("base_seq")
+                base_seq = raw_base if isinstance(raw_base, int) and not isinstance(raw_base, bool) else None
             except FileNotFoundError:
                 has_inflight = False
         with contextlib.suppress(FileNotFoundError):
             beats.append(storage.mtime(heartbeat_file(instant)))
+        action = _text(req.get("action"), UNKNOWN)
+        metadata = req.get("metadata")
+        requested_at = req.get("requested_at")
         out.append(PendingInstant(
-            id=instant, action=req["action"], operation=req.get("operation", req["action"]),
-            inflight=has_inflight, requested_at=float(req.get("requested_at", 0.0)),
-            request_id=req.get("request_id"), metadata=req.get("metadata") or {},
+            id=instant, action=action, operation=_text(req.get("operation"), action),
+            inflight=has_inflight,
+            requested_at=float(requested_at) if isinstance(requested_at, int | float) else beats[0],
+            request_id=req.get("request_id") if isinstance(req.get("request_id"), str) else None,
+            metadata=metadata if isinstance(metadata, Mapping) else {},
             base_seq=base_seq, last_beat=max(beats),
         ))
     return out
+
+
+UNKNOWN = "unknown"
+
+
+def _read_pending(storage: Storage, rel: str) -> Mapping[str, Any]:
+    """A pending file's JSON object; {} (and a warning naming the file) if it is damaged."""
+    try:
+        raw = storage.read_json(rel)
+    except ValueError as err:
+        log.warning("pending file %s/%s is damaged (%s); its instant is treated as an unknown action, rolled "
+                    "back once stale", storage.url, rel, err)
+        return {}
+    if not isinstance(raw, Mapping):
+        log.warning("pending file %s/%s holds no JSON object; treated as damaged", storage.url, rel)
+        return {}
+    return raw
+
+
+def _text(value: Any, default: str) -> str:
+    return value if isinstance(value, str) and value else default
 
 
 def remove_pending(storage: Storage, instant: str) -> None:

@@ -158,10 +158,21 @@ class LakeTable:
         state = self.state()
         return instant in state.instants or instant in state.rolled_back
 
-    def find_request(self, request_id: str) -> LogEntry | None:
-        """The completed entry recorded with `request_id` (makes retries idempotent), if any."""
+    def find_request(self, request_id: str, operation: str | None = None) -> LogEntry | None:
+        """The completed entry recorded with `request_id` (makes retries idempotent), if any.
+
+        With `operation`, an entry of another operation under the same request id is an error: a retry
+        is the same operation with the same request id, so taking that entry for this one's result would
+        turn the call into a silent no-op.
+        """
         seq = self.state().requests.get(request_id)
-        return None if seq is None else self.commit_log.read(seq)
+        entry = None if seq is None else self.commit_log.read(seq)
+        if entry is not None and operation is not None and entry.operation != operation:
+            raise LakeSpecError("request_id", f"{request_id!r} was already used by instant {entry.instant} "
+                                f"(operation {entry.operation}, log entry {entry.seq}); a retry is the same operation "
+                                "with the same request id.",
+                                f"Give this {operation} a request id of its own (Airflow's is dag/task/run/map index).")
+        return entry
 
     # -- reads ---------------------------------------------------------------------------------------
     def scan(self, filters: Iterable[Sequence[Any]] | None = None, as_of: AsOf = None) -> Scan:
@@ -190,6 +201,8 @@ class LakeTable:
     def begin(self, action: str, operation: str, metadata: Mapping[str, Any] | None = None,
               request_id: str | None = None, recover: bool = True) -> Transaction:
         """Start a transaction; first rolls back instants whose writer died."""
+        if request_id is not None:
+            self.find_request(request_id, operation)  # refuses a request id of another operation
         if recover:
             recovery.recover(self)
         return Transaction(self, action, operation, self.state(), metadata=metadata or {}, request_id=request_id)

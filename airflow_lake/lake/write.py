@@ -77,7 +77,7 @@ def write(table: LakeTable, df: DataFrame, *, mode: str = "append", partitions: 
         raise LakeSpecError("partitions", "the table is not partitioned.", "Drop `partitions`.")
     parts = normalize_partitions(spec, partitions)
     if request_id:
-        prior = table.find_request(request_id)
+        prior = table.find_request(request_id, "write")
         if prior is not None:
             return prior
     conformed = conform(df, spec)

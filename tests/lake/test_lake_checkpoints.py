@@ -308,3 +308,32 @@ def test_checkpoints_are_written_whole(table_path: str) -> None:
     assert all(paths.checkpoint_of(n) is not None for n in names) and len(names) == 2
     hint = table.storage.read_json(paths.LAST_CHECKPOINT)
     assert hint["seq"] == 4 and hint["bytes"] == table.storage.size(paths.checkpoint_file(4))
+
+
+@pytest.mark.parametrize("hint", ['{"seq": null}', '{"seq": "x"}', "[]", "null", '{"seq": true}', '{"seq": 99}',
+                                  '{"seq": 2, "format": "nope"}', "{", ""])
+def test_a_malformed_hint_falls_back_and_the_table_still_writes(table_path: str, hint: str) -> None:
+    table = make_table(table_path, {"checkpoint.interval": "2"})
+    for part in "abc":
+        append(table, part)
+    Path(table.storage.path(paths.LAST_CHECKPOINT)).write_text(hint)
+    fresh = LakeTable(table_path)
+    assert live_paths(fresh) == live_paths(table) and len(live_paths(fresh)) == 3
+    append(fresh, "d")
+    assert len(live_paths(LakeTable(table_path))) == 4
+
+
+def test_a_legacy_checkpoint_with_null_files_falls_back_to_the_log(table_path: str) -> None:
+    table = make_table(table_path, {"checkpoint.interval": "2"})
+    for part in "abc":
+        append(table, part)
+    raw = fold(table, 2).to_dict()
+    raw["files"] = None
+    for name in os.listdir(table.storage.path(paths.CHECKPOINTS)):
+        os.unlink(os.path.join(table.storage.path(paths.CHECKPOINTS), name))
+    table.storage.write_json(paths.checkpoint_file(2, "json"), raw)
+    table.storage.write_json(paths.LAST_CHECKPOINT, {"seq": 2})
+    fresh = LakeTable(table_path)
+    assert live_paths(fresh) == live_paths(table)
+    append(fresh, "d")
+    assert len(live_paths(LakeTable(table_path))) == 4

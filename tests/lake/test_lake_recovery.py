@@ -265,3 +265,29 @@ def test_pending_listing_skips_an_instant_that_finishes_meanwhile(table_path: st
     assert instants_module.pending(table.storage) == []
     assert table.rollback() is None
     txn._heartbeat.stop()
+
+
+@pytest.mark.parametrize("content", ['{"instant": "2026', "", "[]", '{"action": 7, "metadata": "x"}'])
+def test_a_damaged_pending_file_blocks_nobody_and_is_rolled_back_once_stale(
+        table_path: str, content: str, caplog: pytest.LogCaptureFixture) -> None:
+    table = make_table(table_path)
+    append(table, "a")
+    damaged = "20200101000000000"
+    path = table.storage.path(requested_file(damaged))
+    with open(path, "w") as handle:
+        handle.write(content)
+    stray = table.storage.path(f"{paths.PENDING}/notes.requested.json")
+    with open(stray, "w") as handle:
+        handle.write("{}")
+    entry, _ = append(LakeTable(table_path), "b")  # writes go on
+    assert entry.seq == 2
+    if content != '{"action": 7, "metadata": "x"}':
+        assert requested_file(damaged) in caplog.text  # the warning names the file
+    item = {i.id: i for i in table.timeline()}[damaged]
+    assert item.state == REQUESTED and item.action in ("unknown",)
+    backdate(table, damaged, 30)
+    rollback = LakeTable(table_path).rollback()  # the rollback operation itself works
+    assert rollback is not None and rollback.rolled_back == (damaged,)
+    assert states(table)[damaged] == ROLLED_BACK and pending_names(table, damaged) == []
+    append(LakeTable(table_path), "c")
+    assert len(LakeTable(table_path).snapshot().files) == 3

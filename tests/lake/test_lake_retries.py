@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from airflow_lake.jobs import run
 from airflow_lake.lake import LakeCommitConflict, LakeSpecError, LakeTable, LakeTableExists
 from airflow_lake.lake.instants import ROLLED_BACK
 from tests.lake.lake_core_helpers import data_file, make_table
+from tests.support import parquet_files_on_disk, write_source
 
 SPEC = {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"]}
 
@@ -44,3 +49,25 @@ def test_checkpoint_interval_must_be_a_whole_positive_number(table_path: str, va
     with pytest.raises(LakeSpecError, match=r"properties\.checkpoint\.interval"):
         LakeTable.create(table_path, {**SPEC, "properties": {"checkpoint.interval": value}})
     assert not LakeTable.exists(table_path)
+
+
+def test_a_request_id_of_another_operation_is_refused_not_taken_for_a_retry(
+        spark: Any, table_path: str, tmp_path: Path) -> None:
+    """The create's request id given to a write: an error naming the field, not a silent no-op."""
+    run(None, "create_table", {"table": table_path, "schema": "id BIGINT, dt STRING, v DOUBLE",
+                               "request_id": "shared-id"})
+    source = write_source(tmp_path / "s.parquet", [1, 2], "d")
+    with pytest.raises(LakeSpecError, match=r"request_id: 'shared-id' was already used by instant .* create_table"):
+        run(spark, "write", {"table": table_path, "source": {"path": source}, "request_id": "shared-id"})
+    table = LakeTable.open(table_path)
+    with pytest.raises(LakeSpecError, match="request id of its own"):
+        table.write(spark.read.parquet(source), request_id="shared-id")
+    with pytest.raises(LakeSpecError, match="request_id"):
+        table.begin("commit", "write", request_id="shared-id")
+    assert table.commit_log.head() == 0 and table.timeline()[-1].action == "create"
+    assert parquet_files_on_disk(table_path) == set()
+    # the table still writes, and a real retry of a write is still recognised
+    first = run(spark, "write", {"table": table_path, "source": {"path": source}, "request_id": "w-1"})
+    again = run(spark, "write", {"table": table_path, "source": {"path": source}, "request_id": "w-1"})
+    assert (first["already_committed"], again["already_committed"]) == (False, True)
+    assert again["instant"] == first["instant"] and table.snapshot().rows == 2

@@ -50,7 +50,7 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     """Run the write; a retry with the same request_id returns the first run's metrics."""
     table = LakeTable.open(spec.table)
     lake_write.normalize_partitions(table.spec, spec.partitions)  # fail before reading the source
-    prior = table.find_request(spec.request_id) if spec.request_id else None
+    prior = table.find_request(spec.request_id, "write") if spec.request_id else None
     if prior is not None:
         return entry_metrics(table.url, "write", prior, already_committed=True)
     df, reads = load(spark, spec.source, table.spec)
