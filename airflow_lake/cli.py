@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow_lake import cli_format as fmt
 from airflow_lake.lake import instants
-from airflow_lake.lake.errors import LakeError
+from airflow_lake.lake.errors import LakeError, LakeSpecError
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.spec import DEFAULT_PROPERTIES
 from airflow_lake.lake.table import LakeTable
@@ -99,14 +99,21 @@ def vacuum_data(table: LakeTable, older_than_hours: float | None, dry_run: bool)
 
 
 # -- command line --------------------------------------------------------------------------------------
+def _ascii_digits(text: str) -> bool:
+    # str.isdigit() and int() accept '²' or '٣'; a sequence number or instant id is ASCII digits only.
+    return text.isascii() and text.isdigit()
+
+
 def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
+    if not _ascii_digits(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
-    return value
+    return int(text)
+
+
+def _check_as_of(as_of: str | None) -> None:
+    if as_of is not None and not _ascii_digits(as_of.strip()):
+        raise LakeSpecError("as_of", f"{as_of!r} is neither a sequence number nor an instant id.",
+                            "Give digits 0-9 only, e.g. 3 or 20261121054330123.")
 
 
 def _hours(text: str) -> float:
@@ -160,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else EXIT_ERROR
     collect, render = COMMANDS[args.command]
     try:
+        _check_as_of(getattr(args, "as_of", None))
         data = collect(LakeTable.open(args.path), args)
     except (LakeError, OSError, json.JSONDecodeError) as err:  # no table, bad --as-of, unreadable metadata
         print(f"{PROG}: {err}", file=sys.stderr)

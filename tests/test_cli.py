@@ -301,6 +301,7 @@ def test_bad_as_of(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None
         not_before=table.state().instant, finished=table.is_finished)
     table.rollback_unchecked([rolled], reason="x")
     for as_of, message in [("99", "snapshot 99 does not exist"), ("yesterday", "is neither a sequence number"),
+                           ("\u00b2", "as_of: '\u00b2' is neither"), ("\u0663", "is neither a sequence number"),
                            (rolled, f"instant {rolled} is not completed")]:
         code, out, err = run(capsys, "files", table.url, "--as-of", as_of)
         assert (code, out) == (2, "")
@@ -325,6 +326,9 @@ def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert main(["timeline", "x", "--limit", "-1"]) == 2
     assert "--limit" in capsys.readouterr().err
+    for limit in ("\u00b2", "\u0663", "3.0"):  # '²'.isdigit() and int('٣') hold: only ASCII digits count
+        assert main(["timeline", "x", "--limit", limit]) == 2
+        assert "--limit" in capsys.readouterr().err
 
 
 # -- formatting helpers -----------------------------------------------------------------------------

@@ -5,12 +5,14 @@ A spec is validated when it is built, so a bad one never reaches storage.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.spec_reader import SpecReader
 from airflow_lake.lake.types import PARTITION_TYPES, normalize_type
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -26,6 +28,32 @@ DEFAULT_PROPERTIES: dict[str, str] = {
 }
 
 INTEGER_PROPERTIES = frozenset({"checkpoint.interval", "checkpoint.retain.count"})
+# Free-form properties (notes, owners, tags) live under this prefix; any other unknown name is a typo.
+USER_PROPERTY_PREFIX = "user."
+
+
+def check_property(key: Any, value: Any) -> None:
+    """Refuse an unknown property name or a value that is not a finite positive number where one is needed."""
+    where = f"properties.{key}"
+    user = isinstance(key, str) and key.startswith(USER_PROPERTY_PREFIX) and len(key) > len(USER_PROPERTY_PREFIX)
+    if not user and key not in DEFAULT_PROPERTIES:
+        raise LakeSpecError(where, "unknown table property.",
+                            f"Use one of {', '.join(sorted(DEFAULT_PROPERTIES))}, or a name starting with "
+                            f"{USER_PROPERTY_PREFIX!r} for your own.")
+    if not isinstance(value, str):
+        raise LakeSpecError(where, f"expected a string, got {value!r}.", "Give property values as strings.")
+    if key not in DEFAULT_PROPERTIES:
+        return
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not math.isfinite(number) or number <= 0:
+        raise LakeSpecError(where, f"{value!r} is not a finite positive number.",
+                            f"Set a number > 0 (default {DEFAULT_PROPERTIES[key]}).")
+    if key in INTEGER_PROPERTIES and not number.is_integer():
+        raise LakeSpecError(where, f"{value!r} is not a whole number.",
+                            f"Set a whole number >= 1 (default {DEFAULT_PROPERTIES[key]}).")
 
 
 def check_identifier(name: Any, field_name: str) -> str:
@@ -116,75 +144,92 @@ class TableSpec:
         seen: set[str] = set()
         for i, col in enumerate(self.columns):
             check_identifier(col.name, f"columns[{i}].name")
+            if not isinstance(col.nullable, bool):
+                raise LakeSpecError(f"columns[{i}].nullable", f"expected true or false, got {col.nullable!r}.",
+                                    "Give `nullable` as a JSON boolean.")
             if col.name.lower() in seen:
                 raise LakeSpecError(f"columns[{i}].name", f"column {col.name!r} appears twice.",
                                     "Give each column a distinct name (names are case-insensitive).")
             seen.add(col.name.lower())
-        for i, name in enumerate(self.partition_columns):
-            self._known(name, f"partition_by[{i}]")
+        # Every column reference resolves case-insensitively to the schema's spelling, so later
+        # lookups by exact name (partition values, bucket keys, merges) can never miss.
+        partition_columns = self._resolve_all(self.partition_columns, "partition_by")
+        object.__setattr__(self, "partition_columns", partition_columns)
+        for i, name in enumerate(partition_columns):
             if self.column(name).type not in PARTITION_TYPES:
                 raise LakeSpecError(f"partition_by[{i}]",
                                     f"column {name!r} has type {self.column(name).type}, which cannot "
                                     "be a partition column.",
                                     f"Partition by a column of type {', '.join(sorted(PARTITION_TYPES))}.")
-        if len(set(self.partition_columns)) != len(self.partition_columns):
-            raise LakeSpecError("partition_by", "a partition column is listed twice.", "List each once.")
-        if len(self.partition_columns) >= len(self.columns):
+        if len(partition_columns) >= len(self.columns):
             raise LakeSpecError("partition_by", "every column is a partition column.",
                                 "Keep at least one data column.")
         if self.bucket is not None:
-            self._validate_bucket(self.bucket)
-        for i, name in enumerate(self.primary_key):
-            self._known(name, f"primary_key[{i}]")
+            object.__setattr__(self, "bucket", self._validate_bucket(self.bucket))
+        object.__setattr__(self, "primary_key", self._resolve_all(self.primary_key, "primary_key"))
         if self.version_column is not None:
-            self._known(self.version_column, "version_column")
+            object.__setattr__(self, "version_column", self._resolve(self.version_column, "version_column"))
             if not self.primary_key:
                 raise LakeSpecError("version_column", "a version column needs a primary key.",
                                     "Set `primary_key` too.")
+        if not isinstance(self.merge_operators, Mapping):
+            raise LakeSpecError("merge_operators", "expected an object.", "Map column names to operators.")
+        merge_operators: dict[str, str] = {}
         for name, op in self.merge_operators.items():
-            self._known(name, f"merge_operators.{name}")
-            if op not in MERGE_OPERATORS:
-                raise LakeSpecError(f"merge_operators.{name}", f"unknown merge operator {op!r}.",
+            where = f"merge_operators.{name}"
+            resolved = self._resolve(name, where)
+            if resolved in merge_operators:
+                raise LakeSpecError(where, f"column {resolved!r} is listed twice.",
+                                    "List each column once (names are case-insensitive).")
+            if not isinstance(op, str) or op not in MERGE_OPERATORS:
+                raise LakeSpecError(where, f"unknown merge operator {op!r}.",
                                     f"Use one of {', '.join(sorted(MERGE_OPERATORS))}.")
-            if name in self.primary_key:
-                raise LakeSpecError(f"merge_operators.{name}", "a primary-key column cannot be merged.",
+            if resolved in self.primary_key:
+                raise LakeSpecError(where, "a primary-key column cannot be merged.",
                                     "Remove it from `merge_operators`.")
+            merge_operators[resolved] = op
+        object.__setattr__(self, "merge_operators", merge_operators)
         if self.merge_operators and not self.primary_key:
             raise LakeSpecError("merge_operators", "merge operators need a primary key.",
                                 "Set `primary_key` too.")
+        if not isinstance(self.properties, Mapping):
+            raise LakeSpecError("properties", "expected an object.", "Map property names to values.")
         for key, value in self.properties.items():
-            if key in DEFAULT_PROPERTIES:
-                try:
-                    number = float(value)
-                except (TypeError, ValueError):
-                    number = -1.0
-                if number <= 0:
-                    raise LakeSpecError(f"properties.{key}", f"{value!r} is not a positive number.",
-                                        f"Set a number > 0 (default {DEFAULT_PROPERTIES[key]}).")
-                if key in INTEGER_PROPERTIES and not number.is_integer():
-                    raise LakeSpecError(f"properties.{key}", f"{value!r} is not a whole number.",
-                                        f"Set a whole number >= 1 (default {DEFAULT_PROPERTIES[key]}).")
+            check_property(key, value)
 
-    def _validate_bucket(self, bucket: BucketSpec) -> None:
+    def _validate_bucket(self, bucket: BucketSpec) -> BucketSpec:
         if not bucket.columns:
             raise LakeSpecError("bucket.columns", "a bucket spec needs at least one column.",
                                 "Give the bucket key, e.g. ['user_id'].")
-        for i, name in enumerate(bucket.columns):
-            self._known(name, f"bucket.columns[{i}]")
+        columns = self._resolve_all(bucket.columns, "bucket.columns")
+        for i, name in enumerate(columns):
             if name in self.partition_columns:
                 raise LakeSpecError(f"bucket.columns[{i}]", f"{name!r} is a partition column.",
                                     "Bucket by a data column.")
-        for i, name in enumerate(bucket.sort_columns):
-            self._known(name, f"bucket.sort_columns[{i}]")
+        sort_columns = self._resolve_all(bucket.sort_columns, "bucket.sort_columns")
         if isinstance(bucket.count, bool) or not isinstance(bucket.count, int) or \
                 not 1 <= bucket.count <= MAX_BUCKETS:
             raise LakeSpecError("bucket.count", f"{bucket.count!r} is not a valid bucket count.",
                                 f"Use a whole number from 1 to {MAX_BUCKETS} (powers of two join best).")
+        return BucketSpec(columns, bucket.count, sort_columns)
 
-    def _known(self, name: str, field_name: str) -> None:
+    def _resolve_all(self, names: Sequence[str], field_name: str) -> tuple[str, ...]:
+        """Resolve a list of column names; a name listed twice (in any case) is an error."""
+        out: list[str] = []
+        for i, name in enumerate(names):
+            resolved = self._resolve(name, f"{field_name}[{i}]")
+            if resolved in out:
+                raise LakeSpecError(field_name, f"column {name!r} is listed twice (as {resolved!r}; names are "
+                                    "case-insensitive).", "List each column once.")
+            out.append(resolved)
+        return tuple(out)
+
+    def _resolve(self, name: Any, field_name: str) -> str:
+        """The schema's spelling of column `name` (matched case-insensitively)."""
         if not isinstance(name, str) or not self.has_column(name):
             raise LakeSpecError(field_name, f"unknown column {name!r}.",
                                 f"Use one of the table's columns: {', '.join(self.column_names)}.")
+        return self.column(name).name
 
     # -- (de)serialisation ---------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -201,67 +246,62 @@ class TableSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TableSpec:
-        """Build a spec from its JSON form; `schema` (a DDL string) may stand for `columns`."""
+        """Build a spec from its JSON form; `schema` (a DDL string) may stand for `columns`.
+
+        Strict at every depth: an unknown key or a value of the wrong type fails, naming its path.
+        """
         if not isinstance(data, Mapping):
             raise LakeSpecError("table spec", f"expected an object, got {type(data).__name__}.",
                                 "Give a mapping with `columns` or `schema`.")
-        known = {"columns", "schema", "partition_by", "bucket", "primary_key", "version_column",
-                 "merge_operators", "properties"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise LakeSpecError(unknown[0], "unknown table spec field.",
-                                f"Use only {', '.join(sorted(known))}.")
-        if data.get("columns") and data.get("schema"):
+        reader = SpecReader(data, "table spec")
+        schema = reader.raw_value("schema")
+        raw_columns = reader.objects("columns")
+        if raw_columns and schema:
             raise LakeSpecError("schema", "give either `columns` or `schema`, not both.", "Drop one.")
-        if data.get("schema"):
-            columns = parse_ddl(data["schema"])
+        if schema:
+            columns = parse_ddl(schema)
         else:
-            columns = tuple(_column_from(c, i) for i, c in enumerate(_list(data.get("columns"), "columns")))
+            columns = tuple(_column_from(reader, i, c) for i, c in enumerate(raw_columns or ()))
         bucket = None
-        raw_bucket = data.get("bucket")
-        if raw_bucket:
-            if not isinstance(raw_bucket, Mapping):
-                raise LakeSpecError("bucket", "expected an object.",
-                                    "Use {'columns': [...], 'count': N, 'sort_columns': [...]}.")
+        bucket_reader = reader.obj("bucket")
+        if bucket_reader is not None:
             bucket = BucketSpec(
-                columns=tuple(_list(raw_bucket.get("columns"), "bucket.columns")),
-                count=raw_bucket.get("count"),  # type: ignore[arg-type]  # validated in __post_init__
-                sort_columns=tuple(_list(raw_bucket.get("sort_columns"), "bucket.sort_columns")),
+                columns=tuple(bucket_reader.strings("columns", single=True) or ()),
+                count=bucket_reader.raw_value("count"),  # validated in __post_init__
+                sort_columns=tuple(bucket_reader.strings("sort_columns", single=True) or ()),
             )
-        merge_ops = data.get("merge_operators") or {}
-        properties = data.get("properties") or {}
-        if not isinstance(merge_ops, Mapping):
-            raise LakeSpecError("merge_operators", "expected an object.", "Map column names to operators.")
-        if not isinstance(properties, Mapping):
-            raise LakeSpecError("properties", "expected an object.", "Map property names to values.")
+            bucket_reader.done()
+        version_column = reader.string("version_column")
+        merge_ops = reader.string_map("merge_operators") or {}
+        properties = reader.string_map("properties", numbers=True) or {}
+        partition_by = reader.strings("partition_by", single=True) or []
+        primary_key = reader.strings("primary_key", single=True) or []
+        reader.done()
         return cls(
             columns=columns,
-            partition_columns=tuple(_list(data.get("partition_by"), "partition_by")),
+            partition_columns=tuple(partition_by),
             bucket=bucket,
-            primary_key=tuple(_list(data.get("primary_key"), "primary_key")),
-            version_column=data.get("version_column"),
-            merge_operators={str(k): str(v) for k, v in merge_ops.items()},
-            properties={str(k): str(v) for k, v in properties.items()},
+            primary_key=tuple(primary_key),
+            version_column=version_column,
+            merge_operators=merge_ops,
+            properties=properties,
         )
 
 
-def _list(value: Any, field_name: str) -> list[Any]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, Sequence):
-        raise LakeSpecError(field_name, f"expected a list, got {type(value).__name__}.", "Give a list.")
-    return list(value)
-
-
-def _column_from(raw: Any, index: int) -> Column:
+def _column_from(reader: SpecReader, index: int, raw: Any) -> Column:
     field_name = f"columns[{index}]"
     if not isinstance(raw, Mapping) or "name" not in raw or "type" not in raw:
         raise LakeSpecError(field_name, f"{raw!r} is not a column.",
                             "Give {'name': ..., 'type': ..., 'nullable': true}.")
-    name = check_identifier(raw["name"], f"{field_name}.name")
-    return Column(name, normalize_type(raw["type"], f"{field_name}.type"), bool(raw.get("nullable", True)))
+    item = reader.item("columns", index, raw)
+    name = check_identifier(item.raw_value("name"), f"{field_name}.name")
+    type_name = item.raw_value("type")
+    if not isinstance(type_name, str):
+        raise LakeSpecError(f"{field_name}.type", f"expected a type name, got {type_name!r}.",
+                            "Give a type such as 'bigint' or 'decimal(10,2)'.")
+    column = Column(name, normalize_type(type_name, f"{field_name}.type"), item.boolean("nullable", default=True))
+    item.done()
+    return column
 
 
 def parse_ddl(ddl: Any) -> tuple[Column, ...]:
@@ -270,10 +310,15 @@ def parse_ddl(ddl: Any) -> tuple[Column, ...]:
         raise LakeSpecError("schema", f"{ddl!r} is not a schema.", "Give a DDL string like 'id BIGINT, dt STRING'.")
     parts: list[str] = []
     depth, start = 0, 0
+    quoted = False
     for i, ch in enumerate(ddl):
-        if ch == "(":
+        if ch == "`":
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif ch in "(<":
             depth += 1
-        elif ch == ")":
+        elif ch in ")>":
             depth -= 1
         elif ch == "," and depth == 0:
             parts.append(ddl[start:i])
@@ -281,7 +326,17 @@ def parse_ddl(ddl: Any) -> tuple[Column, ...]:
     parts.append(ddl[start:])
     columns = []
     for i, part in enumerate(parts):
-        words = part.strip().split(None, 1)
+        text = part.strip()
+        if text.startswith("`"):
+            name_end = text.find("`", 1)
+            quoted_name = text[1:name_end] if name_end > 0 else text[1:]
+            if name_end < 0 or not IDENTIFIER.match(quoted_name):
+                raise LakeSpecError(f"schema[{i}].name", f"column name `{quoted_name}` is not supported: "
+                                    "backquoted names may not contain spaces or other special characters.",
+                                    "Use letters, digits and underscores, starting with a letter or underscore.")
+            words = [quoted_name, text[name_end + 1:]] if text[name_end + 1:].strip() else [quoted_name]
+        else:
+            words = text.split(None, 1)
         if len(words) != 2:
             raise LakeSpecError(f"schema[{i}]", f"{part.strip()!r} is not 'name TYPE'.",
                                 "Write each column as 'name TYPE [NOT NULL]'.")

@@ -19,11 +19,19 @@ from urllib.parse import unquote, urlparse
 from airflow_lake.lake.errors import LakeError
 
 
-def normalize_url(url: str) -> str:
+def normalize_url(url: str | os.PathLike[str]) -> str:
     """Canonical form of a table URL: an absolute local path, or the URL as given for other schemes."""
-    text = str(url).strip()
+    from airflow_lake.lake.errors import LakeSpecError  # here, so this edit stays inside the function
+
+    raw = os.fspath(url) if isinstance(url, os.PathLike) else url
+    if not isinstance(raw, str):
+        raise LakeSpecError("table", f"{url!r} is not a table path.",
+                            "Give a directory path or a file:// URL as a string.")
+    text = raw.strip()
     if not text:
-        raise LakeError("table path is empty. Fix: give a directory path or a file:// URL.")
+        raise LakeSpecError("table", f"{raw!r} is an empty table path.", "Give a directory path or a file:// URL.")
+    if "\x00" in text:
+        raise LakeSpecError("table", f"{raw!r} contains a NUL byte.", "Give a table path without NUL characters.")
     parsed = urlparse(text)
     if parsed.scheme in ("", "file"):
         path = unquote(parsed.path) if parsed.scheme == "file" else text

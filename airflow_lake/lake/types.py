@@ -35,6 +35,9 @@ _ALIASES: dict[str, str] = {
 }
 _DECIMAL = re.compile(r"^decimal\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 _VARCHAR = re.compile(r"^(?:var)?char\s*\(\s*\d+\s*\)$")
+_COMPLEX = re.compile(r"^(?:array|map|struct|variant|interval)\b")
+# A DATE literal: exactly ISO `YYYY-MM-DD` (Python 3.11 also parses `20240101`, which Spark does not).
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII)
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "bigint"})
 FLOAT_TYPES = frozenset({"float", "double"})
@@ -63,6 +66,9 @@ def normalize_type(name: str, field: str = "type") -> str:
         return "decimal(10,0)"
     if _VARCHAR.match(text):
         return "string"
+    if _COMPLEX.match(text):
+        raise LakeSpecError(field, f"complex column type {name!r} is not supported.",
+                            "Use scalar columns (e.g. one column per map key, or the value as a JSON string).")
     raise LakeSpecError(
         field,
         f"unsupported column type {name!r}.",
@@ -129,7 +135,11 @@ def coerce_literal(type_name: str, value: Any, field: str) -> Any:
         if type_name == "date":
             if isinstance(value, dt.datetime):  # Spark compares it as a timestamp; its ISO text skips files wrongly
                 raise ValueError(value)
-            return value.isoformat() if isinstance(value, dt.date) else dt.date.fromisoformat(str(value)).isoformat()
+            if isinstance(value, dt.date):
+                return value.isoformat()
+            if not isinstance(value, str) or not _ISO_DATE.match(value):
+                raise ValueError(value)
+            return dt.date.fromisoformat(value).isoformat()
         if type_name in ("timestamp", "timestamp_ntz"):
             if isinstance(value, str):
                 value = dt.datetime.fromisoformat(value)
@@ -137,7 +147,7 @@ def coerce_literal(type_name: str, value: Any, field: str) -> Any:
         if is_decimal(type_name):
             return decimal.Decimal(str(value))
     except (TypeError, ValueError, ArithmeticError) as err:
-        raise LakeSpecError(field, f"value {value!r} is not a valid {type_name}.",
-                            f"Give a {type_name} literal.") from err
+        hint = "an ISO date such as '2024-01-01'" if type_name == "date" else f"a {type_name} literal"
+        raise LakeSpecError(field, f"value {value!r} is not a valid {type_name}.", f"Give {hint}.") from err
     raise LakeSpecError(field, f"values of type {type_name} cannot be compared.",
                         "Filter on another column.")

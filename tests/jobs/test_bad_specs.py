@@ -105,6 +105,51 @@ def bad_cases(table: LakeTable, tmp: Path) -> list[tuple[str, str, dict[str, Any
         ("rollback of a bad id", "rollback", {"table": t, "instants": ["yesterday"]}, LakeSpecError,
          "not an instant id"),
         ("negative retention", "clean", {"table": t, "retain_hours": -1}, LakeSpecError, "retain_hours"),
+        # strict at every depth (issue 6): nested typos and wrong types, empty choices, non-finite numbers
+        ("nested typo: bucket.sort_by", "create_table",
+         {"table": str(tmp / "new5"), "schema": SCHEMA, "bucket": {"columns": ["id"], "count": 4, "sort_by": ["id"]}},
+         LakeSpecError, "bucket.sort_by: unknown field"),
+        ("nullable as text", "create_table",
+         {"table": str(tmp / "new6"), "columns": [{"name": "id", "type": "bigint", "nullable": "false"}]},
+         LakeSpecError, "columns[0].nullable: expected true or false"),
+        ("nested typo: nulable", "create_table",
+         {"table": str(tmp / "new7"), "columns": [{"name": "id", "type": "bigint", "nulable": False}]},
+         LakeSpecError, "columns[0].nulable: unknown field"),
+        ("empty bucket", "create_table", {"table": str(tmp / "new8"), "schema": SCHEMA, "bucket": {}},
+         LakeSpecError, "bucket.columns: a bucket spec needs at least one column"),
+        ("partition column listed twice by case", "create_table",
+         {"table": str(tmp / "new9"), "schema": "id BIGINT, dt STRING", "partition_by": ["dt", "DT"]},
+         LakeSpecError, "partition_by: column 'DT' is listed twice"),
+        ("NaN retention property", "create_table",
+         {"table": str(tmp / "new10"), "schema": SCHEMA, "properties": {"clean.retain.hours": "nan"}},
+         LakeSpecError, "properties.clean.retain.hours: 'nan' is not a finite"),
+        ("infinite heartbeat property", "create_table",
+         {"table": str(tmp / "new11"), "schema": SCHEMA, "properties": {"heartbeat.interval.seconds": "inf"}},
+         LakeSpecError, "properties.heartbeat.interval.seconds: 'inf' is not a finite"),
+        ("unknown property", "create_table",
+         {"table": str(tmp / "new12"), "schema": SCHEMA, "properties": {"clean.retention": "24"}},
+         LakeSpecError, "properties.clean.retention: unknown table property"),
+        ("backquoted name with a space", "create_table", {"table": str(tmp / "new13"), "schema": "`my col` BIGINT"},
+         LakeSpecError, "backquoted names may not contain spaces"),
+        ("map column", "create_table", {"table": str(tmp / "new14"), "schema": "id BIGINT, m MAP<STRING, INT>"},
+         LakeSpecError, "schema[1].type: complex column type"),
+        ("empty if_exists", "create_table", {"table": str(tmp / "new15"), "schema": SCHEMA, "if_exists": ""},
+         LakeSpecError, "if_exists: '' is not allowed"),
+        ("empty table path", "create_table", {"table": "   ", "schema": SCHEMA}, LakeSpecError, "table: "),
+        ("NUL in table path", "create_table", {"table": str(tmp / "new\x0016"), "schema": SCHEMA},
+         LakeSpecError, "table: "),
+        ("empty mode", "write", {"table": t, "source": {"path": good}, "mode": ""}, LakeSpecError,
+         "mode: '' is not allowed"),
+        ("mode of the wrong type", "write", {"table": t, "source": {"path": good}, "mode": 1}, LakeSpecError,
+         "mode: 1 is not allowed"),
+        ("empty request id", "write", {"table": t, "source": {"path": good}, "request_id": ""}, LakeSpecError,
+         "request_id: '' is empty"),
+        ("NaN retention", "clean", {"table": t, "retain_hours": float("nan")}, LakeSpecError,
+         "retain_hours: nan is not a finite number"),
+        ("infinite vacuum age", "vacuum", {"table": t, "older_than_hours": float("inf")}, LakeSpecError,
+         "older_than_hours: inf is not a finite number"),
+        ("dry_run as text", "vacuum", {"table": t, "dry_run": "false"}, LakeSpecError,
+         "dry_run: expected true or false"),
     ]
 
 
@@ -124,8 +169,8 @@ def test_bad_input_fails_clearly_and_commits_nothing(spark: Any, table: LakeTabl
     new_entries = LakeTable.open(table.url).entries_since(head)
     assert {e.action for e in new_entries} <= {"rollback"}
     assert len(new_entries) == 3  # the NOT NULL, the '../' and the outside-partition rows
-    for name in ("new1", "new2", "new3", "new4"):
-        assert not LakeTable.exists(str(tmp_path / name))
+    for i in range(1, 17):
+        assert not (tmp_path / f"new{i}").exists()
     # the table still reads as before, and a good write still works
     assert sorted(r["id"] for r in LakeTable.open(table.url).read(spark).collect()) == [0, 1, 2]
     run(spark, "write", {"table": table.url, "source": {"path": write_source(tmp_path / "g.parquet", [9], "d3")}})
@@ -142,3 +187,39 @@ def test_command_line_rejects_a_bad_spec_before_spark_starts(table: LakeTable) -
     bad_json = subprocess.run([sys.executable, "-m", "airflow_lake.jobs", "write", "--spec", "{not json"],
                               capture_output=True, text=True, timeout=60, check=False)
     assert bad_json.returncode == 2 and "--spec" in bad_json.stderr
+
+
+def test_command_line_rejects_nested_typos_and_nan_with_one_line(tmp_path: Path) -> None:
+    target = tmp_path / "t"
+    for operation, spec, text in [
+        ("create_table", f'{{"table": "{target}", "schema": "id BIGINT", '
+                         '"bucket": {"columns": ["id"], "count": 4, "sort_by": ["id"]}}', "bucket.sort_by"),
+        ("clean", f'{{"table": "{target}", "retain_hours": NaN}}', "retain_hours"),
+    ]:
+        result = subprocess.run([sys.executable, "-m", "airflow_lake.jobs", operation, "--spec", spec],
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert result.returncode == 2, result.stderr
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith("airflow-lake: LakeSpecError: ") and text in last, result.stderr
+        assert "Traceback" not in result.stderr
+        assert not target.exists()
+
+
+def test_partition_names_resolve_case_insensitively_and_dates_must_be_iso(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    run(spark, "create_table", {"table": path, "schema": "id BIGINT NOT NULL, DT STRING, v DOUBLE",
+                                "partition_by": ["dt"]})
+    assert LakeTable.open(path).spec.partition_columns == ("DT",)
+    source = write_source(tmp_path / "s.parquet", [1, 2], "d1")  # columns id, dt
+    run(spark, "write", {"table": path, "source": {"path": source}})
+    table = LakeTable.open(path)
+    assert sorted(r["id"] for r in table.read(spark).collect()) == [1, 2]
+    assert {f.partition["DT"] for f in table.snapshot().files} == {"d1"}
+
+    dated = str(tmp_path / "dated")
+    run(spark, "create_table", {"table": dated, "schema": "id BIGINT, dt DATE, v DOUBLE", "partition_by": ["dt"]})
+    with pytest.raises(LakeSpecError) as info:
+        run(spark, "write", {"table": dated, "source": {"path": source}, "mode": "overwrite",
+                             "partitions": [{"dt": "20240101"}]})
+    assert str(info.value).startswith("partitions[0].dt: value '20240101' is not a valid date.")
+    assert LakeTable.open(dated).commit_log.head() == 0 and parquet_files_on_disk(dated) == set()

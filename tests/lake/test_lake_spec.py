@@ -145,7 +145,7 @@ def test_constructor_validates_too() -> None:
 
 def test_valid_spec_lookups_and_defaults() -> None:
     spec = TableSpec.from_dict({"schema": BASE, "partition_by": "dt", "primary_key": "id",
-                                "properties": {"checkpoint.interval": 5, "custom.key": "x"}})
+                                "properties": {"checkpoint.interval": 5, "user.custom.key": "x"}})
     assert spec.column_names == ["id", "name", "amount", "v", "dt"]
     assert spec.data_columns == ["id", "name", "amount", "v"]
     assert spec.partition_columns == ("dt",)
@@ -156,7 +156,7 @@ def test_valid_spec_lookups_and_defaults() -> None:
         spec.column("nope")
     assert spec.property("checkpoint.interval") == "5"
     assert spec.float_property("heartbeat.timeout.seconds") == float(DEFAULT_PROPERTIES["heartbeat.timeout.seconds"])
-    assert spec.properties["custom.key"] == "x"
+    assert spec.properties["user.custom.key"] == "x"
 
 
 @pytest.mark.parametrize("ptype", ["STRING", "DATE", "BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT"])
@@ -217,3 +217,116 @@ def test_create_twice_and_exist_ok(table_path: str) -> None:
     with pytest.raises(LakeTableExists):
         LakeTable.create(table_path, {"schema": "id BIGINT"}, exist_ok=True)
     assert LakeTable(table_path).commit_log.head() == 0
+
+
+# -- strict at every depth (issue 6) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("raw", "field", "text"), [
+    # unknown keys and wrong types inside nested objects
+    ({"schema": BASE, "bucket": {"columns": ["id"], "count": 8, "sort_by": ["id"]}}, "bucket.sort_by",
+     "unknown field"),
+    ({"schema": BASE, "bucket": {}}, "bucket.columns", "at least one column"),
+    ({"schema": BASE, "bucket": {"columns": [1], "count": 8}}, "bucket.columns[0]", "expected a non-empty string"),
+    ({"columns": [{"name": "id", "type": "bigint", "nullable": "false"}]}, "columns[0].nullable",
+     "expected true or false"),
+    ({"columns": [{"name": "id", "type": "bigint"}, {"name": "v", "type": "double", "nulable": False}]},
+     "columns[1].nulable", "unknown field"),
+    ({"columns": [{"name": "id", "type": 5}]}, "columns[0].type", "expected a type name"),
+    ({"columns": {"name": "id", "type": "bigint"}}, "columns", "expected a list"),
+    ({"schema": BASE, "partition_by": [None]}, "partition_by[0]", "non-empty string"),
+    ({"schema": BASE, "primary_key": ["id"], "version_column": 5}, "version_column", "expected a string"),
+    ({"schema": BASE, "primary_key": ["id"], "version_column": ""}, "version_column", "is empty"),
+    ({"schema": BASE, "primary_key": ["id"], "merge_operators": {"amount": 1}}, "merge_operators.amount",
+     "non-empty string"),
+    # names listed twice, in any case
+    ({"schema": BASE, "partition_by": ["dt", "DT"]}, "partition_by", "listed twice"),
+    ({"schema": "id BIGINT, dt STRING", "partition_by": ["dt", "DT"]}, "partition_by", "listed twice"),
+    ({"schema": BASE, "primary_key": ["id", "ID"]}, "primary_key", "listed twice"),
+    ({"schema": BASE, "bucket": {"columns": ["id", "Id"], "count": 4}}, "bucket.columns", "listed twice"),
+    ({"schema": BASE, "primary_key": ["id"], "merge_operators": {"amount": "sum", "AMOUNT": "max"}},
+     "merge_operators.AMOUNT", "listed twice"),
+    ({"schema": BASE, "primary_key": ["id"], "merge_operators": {"ID": "sum"}}, "merge_operators.ID",
+     "primary-key column"),
+    ({"schema": BASE, "partition_by": ["DT"], "bucket": {"columns": ["dt"], "count": 4}}, "bucket.columns[0]",
+     "partition column"),
+    # properties: known names only (or user.*), finite positive numbers
+    ({"schema": BASE, "properties": {"clean.retain.hours": "nan"}}, "properties.clean.retain.hours", "finite"),
+    ({"schema": BASE, "properties": {"heartbeat.interval.seconds": "inf"}},
+     "properties.heartbeat.interval.seconds", "finite"),
+    ({"schema": BASE, "properties": {"clean.retain.hours": float("nan")}}, "properties.clean.retain.hours",
+     "number or non-empty string"),
+    ({"schema": BASE, "properties": {"clean.retian.hours": "24"}}, "properties.clean.retian.hours",
+     "unknown table property"),
+    ({"schema": BASE, "properties": {"user.": "x"}}, "properties.user.", "unknown table property"),
+    ({"schema": BASE, "properties": {"user.owner": None}}, "properties.user.owner", "non-empty string"),
+    ({"schema": BASE, "properties": {"checkpoint.interval": True}}, "properties.checkpoint.interval",
+     "non-empty string"),
+    # schema strings: the real problem is named
+    ({"schema": "`my col` BIGINT, v BIGINT"}, "schema[0].name", "backquoted names may not contain spaces"),
+    ({"schema": "id BIGINT, m MAP<STRING, INT>"}, "schema[1].type", "complex column type"),
+    ({"schema": "id BIGINT, s STRUCT<a: INT, b: STRING>, v INT"}, "schema[1].type", "complex column type"),
+])
+def test_nested_fields_are_strict(raw: dict[str, Any], field: str, text: str) -> None:
+    err = spec_error(raw)
+    assert err.field == field, str(err)
+    assert str(err).startswith(f"{field}: ") and text in str(err), str(err)
+    assert "Fix:" in str(err)
+
+
+def test_unknown_property_error_lists_the_known_ones() -> None:
+    err = spec_error({"schema": BASE, "properties": {"retain": "1"}})
+    assert all(name in err.fix for name in DEFAULT_PROPERTIES) and "'user.'" in err.fix
+
+
+def test_user_properties_and_numbers_are_kept_as_text() -> None:
+    spec = TableSpec.from_dict({"schema": BASE, "properties": {"user.owner": "team-a", "checkpoint.interval": 5}})
+    assert spec.properties == {"user.owner": "team-a", "checkpoint.interval": "5"}
+
+
+def test_column_names_resolve_to_the_schema_spelling() -> None:
+    spec = TableSpec.from_dict({
+        "schema": "Id BIGINT NOT NULL, name STRING, amount DOUBLE, v BIGINT, dt STRING",
+        "partition_by": ["DT"], "bucket": {"columns": ["ID"], "count": 4, "sort_columns": ["NAME"]},
+        "primary_key": ["id"], "version_column": "V", "merge_operators": {"Amount": "sum"}})
+    assert spec.partition_columns == ("dt",)
+    assert spec.bucket == BucketSpec(("Id",), 4, ("name",))
+    assert spec.primary_key == ("Id",)
+    assert spec.version_column == "v"
+    assert dict(spec.merge_operators) == {"amount": "sum"}
+    assert spec.data_columns == ["Id", "name", "amount", "v"]
+    assert TableSpec.from_dict(spec.to_dict()) == spec
+    # the constructor resolves too
+    assert TableSpec((Column("dt", "string"), Column("x", "int")), partition_columns=("DT",)).partition_columns \
+        == ("dt",)
+
+
+def test_nullable_false_is_kept() -> None:
+    spec = TableSpec.from_dict({"columns": [{"name": "id", "type": "bigint", "nullable": False},
+                                            {"name": "v", "type": "double"}]})
+    assert spec.columns == (Column("id", "bigint", False), Column("v", "double", True))
+
+
+@pytest.mark.parametrize("value", ["20240101", "2024-1-1", "2024-01-01T00:00", 20240101,
+                                   "\uff12\uff10\uff12\uff14-\uff10\uff11-\uff10\uff11"])
+def test_date_literals_must_be_iso(value: Any) -> None:
+    from airflow_lake.lake.types import coerce_literal
+
+    with pytest.raises(LakeSpecError) as info:
+        coerce_literal("date", value, "partitions[0].dt")
+    assert info.value.field == "partitions[0].dt" and "2024-01-01" in info.value.fix
+    assert coerce_literal("date", "2024-01-01", "x") == "2024-01-01"
+
+
+@pytest.mark.parametrize("path", [None, "", "   ", "a\x00b", 5, b"/tmp/x"])
+def test_table_path_must_be_a_real_path(path: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LakeSpecError) as info:
+        LakeTable.create(path, {"schema": "id BIGINT"})
+    assert info.value.field == "table" and str(info.value).startswith("table: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_table_path_may_be_path_like(tmp_path: Any) -> None:
+    table = LakeTable.create(tmp_path / "t", {"schema": "id BIGINT"})  # type: ignore[arg-type]
+    assert table.url == str(tmp_path / "t")

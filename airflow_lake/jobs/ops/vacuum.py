@@ -9,7 +9,6 @@ from typing import Any
 from airflow_lake.jobs.fields import SpecReader
 from airflow_lake.jobs.ops.common import entry_metrics, table_path
 from airflow_lake.jobs.registry import Operation, register
-from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.vacuum import vacuum
 
@@ -29,11 +28,7 @@ def parse(raw: Mapping[str, Any]) -> VacuumSpec:
     reader = SpecReader(raw, "vacuum")
     table = table_path(reader)
     hours = reader.number("older_than_hours")
-    dry_run = reader.raw_value("dry_run")
-    if dry_run is None:
-        dry_run = False
-    if not isinstance(dry_run, bool):
-        raise LakeSpecError("dry_run", f"expected true or false, got {dry_run!r}.", "Give `dry_run` as a boolean.")
+    dry_run = reader.boolean("dry_run", default=False)
     request_id = reader.string("request_id")
     reader.done()
     return VacuumSpec(table, hours, dry_run, request_id)
