@@ -128,6 +128,8 @@ class LakeTable:
 
     def timeline(self, limit: int | None = None) -> list[Instant]:
         """Instants in log order (completed and rolled back), then pending ones; `limit` keeps the last N."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise LakeSpecError("limit", f"{limit!r} is not a whole number >= 0.", "Give e.g. 10, or None for all.")
         head = self.commit_log.head()
         first = 0 if limit is None else max(0, head - limit + 1)
         out: list[Instant] = []

@@ -330,3 +330,12 @@ def test_table_path_must_be_a_real_path(path: Any, tmp_path: Any, monkeypatch: p
 def test_table_path_may_be_path_like(tmp_path: Any) -> None:
     table = LakeTable.create(tmp_path / "t", {"schema": "id BIGINT"})  # type: ignore[arg-type]
     assert table.url == str(tmp_path / "t")
+
+
+@pytest.mark.parametrize("limit", ["3", -1, 2.0, True])
+def test_timeline_limit_must_be_a_whole_number(limit: Any, table_path: str) -> None:
+    table = LakeTable.create(table_path, {"schema": "id BIGINT"})
+    with pytest.raises(LakeSpecError) as info:
+        table.timeline(limit=limit)
+    assert info.value.field == "limit" and repr(limit) in str(info.value)
+    assert [i.action for i in table.timeline(limit=1)] == ["create"]
