@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.spark_schema import to_struct
+from airflow_lake.lake.source_files import read_files, refuse_lake_table_path
 from airflow_lake.lake.spec import IDENTIFIER, TableSpec
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ class Source:
         if path is not None:
             if not isinstance(path, str) or not path:
                 raise LakeSpecError(f"{field_name}.path", f"{path!r} is not a path.", "Give a path or URL.")
+            refuse_lake_table_path(path, f"{field_name}.path")
             fmt = raw.get("format", "parquet")
             if fmt not in FORMATS:
                 raise LakeSpecError(f"{field_name}.format", f"unknown format {fmt!r}.",
@@ -94,12 +95,8 @@ def load(spark: SparkSession, source: Source, spec: TableSpec) -> tuple[DataFram
     from airflow_lake.lake.table import LakeTable
 
     if source.path is not None:
-        reader = spark.read.options(**source.options)
-        if source.format == "csv":
-            reader = reader.option("header", source.options.get("header", "true")).schema(to_struct(spec))
-        elif source.format == "json":
-            reader = reader.schema(to_struct(spec))
-        return reader.format(source.format).load(source.path), {}
+        refuse_lake_table_path(source.path)
+        return read_files(spark, source.path, source.format, source.options, spec=spec), {}
     reads: dict[str, list[str]] = {}
     for ref in source.tables:
         table = LakeTable.open(ref.path)
@@ -107,4 +104,29 @@ def load(spark: SparkSession, source: Source, spec: TableSpec) -> tuple[DataFram
         scan.to_df(spark).createOrReplaceTempView(ref.name)
         reads.setdefault(table.url, []).extend(f.path for f in scan.files)
     assert source.query is not None
-    return spark.sql(source.query), reads
+    return read_only_query(spark, source.query), reads
+
+
+def read_only_query(spark: SparkSession, query: str, field: str = "source.query") -> DataFrame:
+    """The query as a DataFrame; anything but a query (INSERT, DDL, SET, CACHE, several statements) is refused.
+
+    `spark.sql` runs commands eagerly, so the query is parsed as a subquery, which can hold only a query
+    (SELECT, WITH ... SELECT, VALUES, FROM ... SELECT); the newline ends a trailing `--` comment.
+    """
+    from pyspark.errors import AnalysisException, ParseException
+
+    try:
+        return spark.sql(f"SELECT * FROM (\n{query}\n) AS lake_source")  # noqa: S608  (the user's own query)
+    except ParseException as err:
+        raise LakeSpecError(field, f"this is not a read-only query, or it does not parse ({_first_line(err)}); "
+                            "nothing was run.",
+                            "Give a SELECT (or WITH ... SELECT, VALUES) with no `;`, no INSERT, DDL, SET or "
+                            "CACHE.") from err
+    except AnalysisException as err:
+        raise LakeSpecError(field, f"the query cannot be resolved: {_first_line(err)}",
+                            "Name only the views given in `tables` and their columns.") from err
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

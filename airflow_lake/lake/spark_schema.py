@@ -56,21 +56,49 @@ def _type_name(data_type: DataType) -> str:
     return str(data_type.simpleString())
 
 
+def _raise_on_duplicates(names: list[str], what: str) -> None:
+    seen: dict[str, str] = {}
+    for name in names:
+        if name.lower() in seen:
+            raise LakeSchemaError(f"{what} has columns {seen[name.lower()]!r} and {name!r}, which differ only by case "
+                                  "(column names are case-insensitive); nothing was written. Fix: rename or drop "
+                                  "one of them.")
+        seen[name.lower()] = name
+
+
+def column_problems(names: list[str], spec: TableSpec, what: str = "the source",
+                    fix: str = "drop them from the query or create the table with them") -> list[str]:
+    """What is missing from or extra in `names` (matched case-insensitively) against the table's columns."""
+    given = {n.lower() for n in names}
+    wanted = {c.name.lower() for c in spec.columns}
+    problems = []
+    missing = [c.name for c in spec.columns if c.name.lower() not in given]
+    if missing:
+        problems.append(f"{what} lacks column(s) {missing}; select them "
+                        f"(e.g. CAST(NULL AS {spec.column(missing[0]).type.upper()}) AS {missing[0]})")
+    extra = [n for n in names if n.lower() not in wanted]
+    if extra:
+        problems.append(f"{what} has column(s) {extra} that the table does not; {fix}")
+    return problems
+
+
+def check_columns(names: list[str], spec: TableSpec, what: str, fix: str) -> None:
+    """Raise unless `names` are the table's columns (in any order, case-insensitively, each once)."""
+    _raise_on_duplicates(names, what)
+    problems = column_problems(names, spec, what, f"{fix}, or create the table with them")
+    if problems:
+        raise LakeSchemaError("schema mismatch, nothing was written: " + "; ".join(problems) +
+                              f". The table's columns are {[c.name for c in spec.columns]}.")
+
+
 def conform(df: DataFrame, spec: TableSpec) -> DataFrame:
     """Select the table's columns from `df` in table order, or raise naming every mismatch and the fix."""
     from pyspark.sql import functions as F
 
+    names = [f.name for f in df.schema.fields]
+    _raise_on_duplicates(names, "the source")
     source = {f.name.lower(): f for f in df.schema.fields}
-    wanted = {c.name.lower() for c in spec.columns}
-    problems = []
-    missing = [c.name for c in spec.columns if c.name.lower() not in source]
-    if missing:
-        problems.append(f"the source lacks column(s) {missing}; select them "
-                        f"(e.g. CAST(NULL AS {spec.column(missing[0]).type.upper()}) AS {missing[0]})")
-    extra = [f.name for f in df.schema.fields if f.name.lower() not in wanted]
-    if extra:
-        problems.append(f"the source has column(s) {extra} that the table does not; drop them from the "
-                        "query or create the table with them")
+    problems = column_problems(names, spec)
     selected = []
     for col in spec.columns:
         field = source.get(col.name.lower())

@@ -11,6 +11,7 @@ from airflow_lake.jobs.ops.common import entry_metrics, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake import write as lake_write
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.source_files import source_error
 from airflow_lake.lake.sources import Source, load
 from airflow_lake.lake.table import LakeTable
 
@@ -54,8 +55,14 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     if prior is not None:
         return entry_metrics(table.url, "write", prior, already_committed=True)
     df, reads = load(spark, spec.source, table.spec)
-    entry = lake_write.write(table, df, mode=spec.mode, partitions=spec.partitions, request_id=spec.request_id,
-                         reads=reads.get(table.url, ()), metadata={"source": spec.source.describe()})
+    try:
+        entry = lake_write.write(table, df, mode=spec.mode, partitions=spec.partitions, request_id=spec.request_id,
+                                 reads=reads.get(table.url, ()), metadata={"source": spec.source.describe()})
+    except Exception as err:  # a source file Spark refused mid-write, as a clear error
+        clear = source_error(err)
+        if clear is None:
+            raise
+        raise clear from err
     return entry_metrics(table.url, "write", entry, already_committed=False)
 
 

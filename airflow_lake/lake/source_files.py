@@ -1,0 +1,166 @@
+"""Reading a write's source files strictly: CSV headers and JSON keys must name the table's columns, and a value
+that does not parse as its column's type fails the write instead of becoming NULL (unless relaxed on purpose)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from airflow_lake.lake.errors import LakeSchemaError, LakeSpecError
+from airflow_lake.lake.spark_schema import check_columns, spark_type
+from airflow_lake.lake.spec import TableSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+
+CORRUPT = "_airflow_lake_corrupt_record"
+STRICT, RELAXED_MODES = "FAILFAST", ("PERMISSIVE", "DROPMALFORMED")
+LAKE_LOG = ("_lake", "log")
+
+
+def refuse_lake_table_path(path: str, field: str = "source.path") -> None:
+    """Refuse a local path inside a lake table: its directories also hold replaced, no longer live files."""
+    parsed = urlparse(path)
+    if parsed.scheme not in ("", "file") or "*" in path or "?" in path:
+        return  # remote stores and globs are not checked
+    local = Path(parsed.path if parsed.scheme == "file" else path).expanduser().absolute()
+    for candidate in (local, *local.parents):
+        if candidate.joinpath(*LAKE_LOG).is_dir():
+            example = {"query": "SELECT * FROM t", "tables": {"t": str(candidate)}}
+            raise LakeSpecError(field, f"{path!r} is inside the lake table {str(candidate)!r}, whose directories "
+                                "also hold replaced files that are no longer live.",
+                                f"Read the table with a query: {example}.")
+
+
+def read_files(spark: SparkSession, path: str, fmt: str, options: Mapping[str, str], *, spec: TableSpec,
+               field: str = "source") -> DataFrame:
+    """The files at `path` as a DataFrame of the source's own columns, checked as the format allows."""
+    from pyspark.errors import AnalysisException
+
+    opts = {k: v for k, v in options.items() if k.lower() != "mode"}
+    mode = next((v.upper() for k, v in options.items() if k.lower() == "mode"), STRICT)
+    if mode not in (STRICT, *RELAXED_MODES):
+        raise LakeSpecError(f"{field}.options.mode", f"unknown mode {mode!r}.",
+                            f"Use {STRICT} (the default), PERMISSIVE or DROPMALFORMED.")
+    try:
+        if fmt == "csv":
+            return _read_csv(spark, path, opts, mode, spec=spec, field=field)
+        if fmt == "json":
+            return _read_json(spark, path, opts, mode, spec=spec, field=field)
+        return spark.read.options(**opts).format(fmt).load(path)
+    except AnalysisException as err:
+        raise _read_error(err, path, fmt, field) from err
+
+
+def _read_error(err: Exception, path: str, fmt: str, field: str) -> LakeSpecError:
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if "UNABLE_TO_INFER_SCHEMA" in text:
+        return LakeSpecError(f"{field}.path", f"no {fmt} data in {path!r} (an empty directory or only empty "
+                             "files).", "Point it at the files to write, or skip the write when there are none.")
+    if "PATH_NOT_FOUND" in text:
+        return LakeSpecError(f"{field}.path", f"{path!r} does not exist.", "Give an existing file or directory.")
+    return LakeSpecError(f"{field}.path", f"cannot read {path!r} as {fmt}: {text}",
+                         f"Check the files and `{field}.options`.")
+
+
+def _type_of(spec: TableSpec, name: str) -> str:
+    return next(c.type for c in spec.columns if c.name.lower() == name.lower())
+
+
+def _is_true(value: str | None, default: bool) -> bool:
+    return default if value is None else value.strip().lower() == "true"
+
+
+def _option(opts: Mapping[str, str], name: str) -> str | None:
+    return next((v for k, v in opts.items() if k.lower() == name.lower()), None)
+
+
+def _read_csv(spark: SparkSession, path: str, opts: dict[str, str], mode: str, *, spec: TableSpec,
+              field: str) -> DataFrame:
+    header = _is_true(_option(opts, "header"), True)
+    base = {k: v for k, v in opts.items() if k.lower() not in ("header", "inferschema", "enforceschema")}
+    first = spark.read.options(**base).option("header", "false").csv(path).limit(1).collect()
+    if not first:
+        raise LakeSpecError(f"{field}.path", f"no csv data in {path!r} (an empty directory or only empty files).",
+                            "Point it at the files to write, or skip the write when there are none.")
+    tokens = [str(t) if t is not None else "" for t in first[0]]
+    if header:
+        names = [t.strip() for t in tokens]
+        check_columns(names, spec, "the CSV header", fix="name the header's columns as the table's (in any order)")
+    else:
+        names = [c.name for c in spec.columns]
+        if len(tokens) != len(names):
+            raise LakeSchemaError(f"the CSV rows have {len(tokens)} fields but the table has {len(names)} columns "
+                                  f"{names}; nothing was written. Fix: with header 'false' the fields are taken in "
+                                  "table order: give one per column, or give the file a header.")
+    reader = spark.read.options(**base).option("header", str(header).lower())
+    if header:
+        reader = reader.option("enforceSchema", "false")  # every file's header must match, not only the first
+    return _strict(_typed(reader, names, mode, spec).csv(path), names, mode, spec, "CSV")
+
+
+def _read_json(spark: SparkSession, path: str, opts: dict[str, str], mode: str, *, spec: TableSpec,
+               field: str) -> DataFrame:
+    base = {k: v for k, v in opts.items() if k.lower() != "columnnameofcorruptrecord"}
+    # a schema-less read sees every key of every record, so a misspelt key is found, not dropped
+    inferred = spark.read.options(**base).json(path).schema
+    names = [f.name for f in inferred.fields if f.name != "_corrupt_record"]
+    if not names:
+        raise LakeSpecError(f"{field}.path", f"no json records in {path!r}.",
+                            "Point it at files of JSON objects, one per line (or set options.multiLine 'true').")
+    check_columns(names, spec, "the JSON keys", fix="name the keys as the table's columns")
+    reader = spark.read.options(**base)
+    return _strict(_typed(reader, names, mode, spec).json(path), names, mode, spec, "JSON")
+
+
+def _typed(reader: DataFrameReader, names: list[str], mode: str, spec: TableSpec) -> DataFrameReader:
+    """The reader with the table's types under the source's own column names (and a corrupt-record column)."""
+    from pyspark.sql import types as T
+
+    fields = [T.StructField(n, spark_type(_type_of(spec, n)), True) for n in names]
+    if mode == STRICT:
+        fields.append(T.StructField(CORRUPT, T.StringType(), True))
+        reader = reader.option("columnNameOfCorruptRecord", CORRUPT).option("mode", "PERMISSIVE")
+    else:
+        reader = reader.option("mode", mode)
+    return reader.schema(T.StructType(fields))
+
+
+def _strict(df: DataFrame, names: list[str], mode: str, spec: TableSpec, fmt: str) -> DataFrame:
+    """In strict mode, a malformed record raises a data error (inside the write) naming the record."""
+    from pyspark.sql import functions as F
+
+    from airflow_lake.lake.writer import DATA_ERROR
+
+    if mode != STRICT:
+        return df
+    types = ", ".join(f"{n} {_type_of(spec, n).upper()}" for n in names)
+    bad = F.col(CORRUPT)
+    empty = F.concat_ws(", ", *[F.when(F.col(f"`{n}`").isNull(), F.lit(n)) for n in names])
+    message = F.concat(
+        F.lit(f"{DATA_ERROR}: a {fmt} record does not parse as the table's types ({types}): "),
+        F.regexp_replace(F.substring(bad, 1, 200), r"\s+", " "),
+        F.lit(" (column(s) that did not parse or are empty: "), empty,
+        F.lit("); nothing was committed. Fix: correct the value, or set source.options.mode to 'PERMISSIVE' "
+              "(malformed values become NULL) or 'DROPMALFORMED' (such records are skipped)."))
+    first = F.col(f"`{names[0]}`")
+    return df.withColumn(names[0], F.when(bad.isNotNull(), F.raise_error(message)).otherwise(first)).drop(CORRUPT)
+
+
+_CSV_HEADER = re.compile(r"CSV header does not conform to the schema\.\s*Header: ([^\n]*)\n\s*Schema: ([^\n]*)\n"
+                         r"\s*Expected: ([^\n]*?) but found: ([^\n]*)\n\s*CSV file: ([^\n]*)")
+
+
+def source_error(err: Exception) -> LakeSchemaError | None:
+    """A clear error for a source file that Spark refused while the write ran (a CSV file whose header differs
+    from the first file's), or None."""
+    match = _CSV_HEADER.search(str(err))
+    if match is None:
+        return None
+    header, schema, expected, found, file = (g.strip() for g in match.groups())
+    return LakeSchemaError(f"the CSV file {file} has the header [{header}] but the first file has [{schema}] "
+                           f"(expected {expected!r}, found {found!r}); nothing was committed. Fix: give every "
+                           "file the same header, or write the files separately.")
