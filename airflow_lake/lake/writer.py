@@ -53,7 +53,7 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     from pyspark.sql import functions as F
 
     keys = list(spec.partition_columns)
-    df = _refuse_empty_partition_strings(df, spec)
+    df = _refuse_bad_partition_strings(df, spec)
     if spec.bucket is not None:
         bucket = F.pmod(F.hash(*[F.col(f"`{c}`") for c in spec.bucket.columns]), F.lit(spec.bucket.count))
         df = df.withColumn(BUCKET_COLUMN, bucket)
@@ -160,18 +160,31 @@ def _place(storage: Storage, instant: str, stage: str, moves: list[tuple[str, Da
     storage.delete_tree(stage)  # what is left: Spark's _SUCCESS and .crc files, files with no rows
 
 
-def _refuse_empty_partition_strings(df: DataFrame, spec: TableSpec) -> DataFrame:
-    """Spark writes an empty string partition value as NULL: refuse it instead of changing the data."""
+# A path segment `col=<escaped value>` must fit in a file name (255 bytes on common file systems).
+MAX_SEGMENT_BYTES = 255
+_ESCAPED_CLASS = "[\\x00-\\x1F\"#%'*/:=?\\\\\\x7F{\\[\\]^]"  # what `partitions.escape` turns into %XX
+
+
+def _refuse_bad_partition_strings(df: DataFrame, spec: TableSpec) -> DataFrame:
+    """Refuse, in the Spark job itself, string partition values Spark would write wrongly or not at all:
+    an empty string (Spark writes it as NULL) and a value whose directory name would be too long."""
     from pyspark.sql import functions as F
 
     for name in spec.partition_columns:
         if spec.column(name).type != "string":
             continue
         col = F.col(f"`{name}`")
-        message = (f"{DATA_ERROR}: partition column {name!r} has an empty string value, which Spark would "
-                   "write as NULL; nothing was committed. Fix: map empty strings to a value or to NULL in "
-                   "the source.")
-        df = df.withColumn(name, F.when(col == F.lit(""), F.raise_error(F.lit(message))).otherwise(col))
+        escaped = F.length(col) - F.length(F.regexp_replace(col, _ESCAPED_CLASS, ""))
+        segment = F.lit(len(name) + 1) + F.octet_length(col) + F.lit(2) * escaped
+        empty = (f"{DATA_ERROR}: partition column {name!r} has an empty string value, which Spark would "
+                 "write as NULL; nothing was committed. Fix: map empty strings to a value or to NULL in "
+                 "the source.")
+        too_long = (f"{DATA_ERROR}: partition column {name!r} has a value too long for a directory name "
+                    f"(`{name}=<value>` must fit in {MAX_SEGMENT_BYTES} bytes once escaped); nothing was "
+                    "committed. Fix: shorten the values (e.g. a hash or a prefix) or partition by another column.")
+        df = df.withColumn(name, F.when(col == F.lit(""), F.raise_error(F.lit(empty)))
+                           .when(segment > F.lit(MAX_SEGMENT_BYTES), F.raise_error(F.lit(too_long)))
+                           .otherwise(col))
     return df
 
 

@@ -220,3 +220,17 @@ def test_a_task_that_fails_once_and_is_retried_leaves_no_file_behind(tmp_path: P
     live = {f.path for f in table.snapshot().files}
     assert parquet_files_on_disk(table_path) == live  # ...and after the commit only live files remain
     assert not any(Path(table_path, "_lake", "staging").rglob("*")) and not any(Path(p).exists() for p in failed)
+
+
+def test_partition_values_too_long_for_a_directory_name_are_refused(spark: Any, table_path: str) -> None:
+    table = LakeTable.create(table_path, {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"]})
+    fits = ["x" * 252, "%" * 84, "é" * 126]  # with "dt=": 255 bytes each (% is escaped as %25, é is 2 bytes)
+    table.write(spark.createDataFrame([(i, v) for i, v in enumerate(fits)], "id BIGINT, dt STRING"))
+    assert {f.partition["dt"] for f in table.snapshot().files} == set(fits)
+    for value in ("x" * 253, "%" * 85, "é" * 127):
+        with pytest.raises(LakeSchemaError, match="too long for a directory name"):
+            table.write(spark.createDataFrame([(9, value)], "id BIGINT, dt STRING"))
+    assert len(table.snapshot().files) == 3 and parquet_files_on_disk(table_path) == {
+        f.path for f in table.snapshot().files}
+    assert not any(Path(table_path, "_lake", "staging").rglob("*"))
+    assert sorted(r["dt"] for r in table.read(spark).collect()) == sorted(fits)
