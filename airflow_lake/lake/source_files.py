@@ -55,8 +55,13 @@ def read_files(spark: SparkSession, path: str, fmt: str, options: Mapping[str, s
         raise _read_error(err, path, fmt, field) from err
 
 
-def _read_error(err: Exception, path: str, fmt: str, field: str) -> LakeSpecError:
+def _read_error(err: Exception, path: str, fmt: str, field: str) -> LakeSpecError | LakeSchemaError:
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    duplicate = re.search(r"COLUMN_ALREADY_EXISTS\] The column (`[^`]*`)", text)
+    if duplicate:
+        return LakeSchemaError(f"the {fmt} files at {path!r} have two columns named {duplicate.group(1)} "
+                               "(column names are case-insensitive, so 'id' and 'ID' differ only by case); nothing "
+                               "was written. Fix: rename or drop one of them.")
     if "UNABLE_TO_INFER_SCHEMA" in text:
         return LakeSpecError(f"{field}.path", f"no {fmt} data in {path!r} (an empty directory or only empty "
                              "files).", "Point it at the files to write, or skip the write when there are none.")

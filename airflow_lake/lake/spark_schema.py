@@ -67,15 +67,16 @@ def _raise_on_duplicates(names: list[str], what: str) -> None:
 
 
 def column_problems(names: list[str], spec: TableSpec, what: str = "the source",
-                    fix: str = "drop them from the query or create the table with them") -> list[str]:
+                    fix: str = "drop them from the query or create the table with them",
+                    fix_missing: str | None = None) -> list[str]:
     """What is missing from or extra in `names` (matched case-insensitively) against the table's columns."""
     given = {n.lower() for n in names}
     wanted = {c.name.lower() for c in spec.columns}
     problems = []
     missing = [c.name for c in spec.columns if c.name.lower() not in given]
     if missing:
-        problems.append(f"{what} lacks column(s) {missing}; select them "
-                        f"(e.g. CAST(NULL AS {spec.column(missing[0]).type.upper()}) AS {missing[0]})")
+        problems.append(f"{what} lacks column(s) {missing}; " + (fix_missing or "select them "
+                        f"(e.g. CAST(NULL AS {spec.column(missing[0]).type.upper()}) AS {missing[0]})"))
     extra = [n for n in names if n.lower() not in wanted]
     if extra:
         problems.append(f"{what} has column(s) {extra} that the table does not; {fix}")
@@ -85,7 +86,8 @@ def column_problems(names: list[str], spec: TableSpec, what: str = "the source",
 def check_columns(names: list[str], spec: TableSpec, what: str, fix: str) -> None:
     """Raise unless `names` are the table's columns (in any order, case-insensitively, each once)."""
     _raise_on_duplicates(names, what)
-    problems = column_problems(names, spec, what, f"{fix}, or create the table with them")
+    problems = column_problems(names, spec, what, f"{fix}, or create the table with them",
+                               fix_missing="add them to the files (empty values are NULL)")
     if problems:
         raise LakeSchemaError("schema mismatch, nothing was written: " + "; ".join(problems) +
                               f". The table's columns are {[c.name for c in spec.columns]}.")
