@@ -253,7 +253,7 @@ class TableSpec:
         if not isinstance(data, Mapping):
             raise LakeSpecError("table spec", f"expected an object, got {type(data).__name__}.",
                                 "Give a mapping with `columns` or `schema`.")
-        reader = SpecReader(data, "table spec")
+        reader = SpecReader(data, "table", noun="spec")
         schema = reader.raw_value("schema")
         raw_columns = reader.objects("columns")
         if raw_columns and schema:

@@ -19,16 +19,19 @@ from airflow_lake.lake.errors import LakeSpecError
 class SpecReader:
     """Typed access to a JSON object; `done()` rejects fields nobody read (typos fail loudly)."""
 
-    def __init__(self, raw: Any, operation: str, path: str = "") -> None:
+    def __init__(self, raw: Any, operation: str, path: str = "", *, noun: str = "operation") -> None:
+        """Read `raw`, the spec of `operation` (a "table spec" with noun="spec"), or its field at `path`."""
         if not isinstance(raw, Mapping):
             where = path or "spec"
-            raise LakeSpecError(where, f"the {operation} {'spec' if not path else 'field'} must be an object, "
-                                f"got {type(raw).__name__}.",
+            problem = "expected an object" if path else f"the {operation} spec must be an object"
+            raise LakeSpecError(where, f"{problem}, got {type(raw).__name__}.",
                                 'Pass a JSON object such as {"table": "/lake/t"}.' if not path
                                 else f"Give `{path}` as an object.")
         self.raw = raw
         self.operation = operation
         self.path = path
+        self.noun = noun
+        self.what = f"the {operation} {noun}"
         self._seen: set[str] = set()
 
     def field(self, key: str) -> str:
@@ -50,7 +53,7 @@ class SpecReader:
         name = self.field(key)
         if value is None or (required and value == ""):
             if required:
-                raise LakeSpecError(name, f"the {self.operation} operation needs `{name}`.", f"Set `{name}`.")
+                raise LakeSpecError(name, f"{self.what} needs `{name}`.", f"Set `{name}`.")
             return default
         if not isinstance(value, str):
             raise LakeSpecError(name, f"expected a string, got {value!r}.", f"Give `{name}` as a string.")
@@ -128,7 +131,7 @@ class SpecReader:
         value = self._get(key)
         if value is None:
             return None
-        return SpecReader(value, self.operation, self.field(key))
+        return SpecReader(value, self.operation, self.field(key), noun=self.noun)
 
     def objects(self, key: str) -> list[Any] | None:
         """A list field whose items the caller reads (e.g. with `item()`)."""
@@ -142,7 +145,7 @@ class SpecReader:
 
     def item(self, key: str, index: int, value: Any) -> SpecReader:
         """A child reader for item `index` of the list field `key`."""
-        return SpecReader(value, self.operation, f"{self.field(key)}[{index}]")
+        return SpecReader(value, self.operation, f"{self.field(key)}[{index}]", noun=self.noun)
 
     def strings(self, key: str, *, single: bool = False) -> list[str] | None:
         """A list-of-strings field (`single`: one string stands for a list of one)."""
@@ -168,6 +171,6 @@ class SpecReader:
         """Reject fields that no reader asked for."""
         unknown = sorted(set(self.raw) - self._seen, key=str)
         if unknown:
-            where = f"the {self.operation} operation" if not self.path else f"`{self.path}`"
+            where = self.what if not self.path else f"`{self.path}` in {self.what}"
             raise LakeSpecError(self.field(str(unknown[0])), f"unknown field for {where}.",
                                 f"Use only {', '.join(sorted(self._seen))}.")
