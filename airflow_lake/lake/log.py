@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake.lake import paths
+from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.storage import Storage
 
@@ -103,8 +104,29 @@ class CommitLog:
         return known
 
     def read(self, seq: int) -> LogEntry:
-        """The entry with sequence number `seq`."""
-        return LogEntry.from_dict(self.storage.read_json(paths.log_file(seq)))
+        """The entry with sequence number `seq`; a `LakeError` naming the file if it is missing or damaged."""
+        rel = paths.log_file(seq)
+        try:
+            raw = self.storage.read_json(rel)
+        except FileNotFoundError:
+            head = self._known
+            later = f", but the log goes on to {paths.log_file(head)}" if head > seq else ""
+            raise LakeError(
+                f"log entry {self.storage.url}/{rel} is missing{later}. Commits never skip a number, so either "
+                "that entry was lost or a later file is a stray. Fix: restore the entry from a backup, or move "
+                "stray files out of the log directory.") from None
+        except ValueError as err:
+            raise LakeError(f"log entry {self.storage.url}/{rel} is damaged (not JSON: {err}). Fix: restore it "
+                            "from a backup; a cut-short entry means the disk lost data after the commit.") from err
+        try:
+            entry = LogEntry.from_dict(raw)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise LakeError(f"log entry {self.storage.url}/{rel} is damaged (a missing or malformed field: "
+                            f"{type(err).__name__}: {err}). Fix: restore it from a backup.") from err
+        if entry.seq != seq:
+            raise LakeError(f"log entry {self.storage.url}/{rel} says it is entry {entry.seq}. Fix: put it back "
+                            f"under its own name ({paths.log_file(entry.seq)}) or restore the original.")
+        return entry
 
     def entries(self, after: int, upto: int | None = None) -> Iterator[LogEntry]:
         """Entries after `after` up to `upto` (inclusive; default the head), in order."""

@@ -295,3 +295,35 @@ def test_head_sees_entries_appended_by_other_processes(tmp_path: Path) -> None:
         txn = writer.begin("commit", "write")
         txn.commit(added=[data_file(txn, "a")])
     assert reader.commit_log.head() == 3 and len(reader.snapshot().files) == 3
+
+
+@pytest.mark.parametrize(("damage", "problem"), [
+    ("empty", r"00000000000000000002\.json is damaged \(not JSON"),
+    ("cut", r"00000000000000000002\.json is damaged \(not JSON"),
+    ("no fields", r"00000000000000000002\.json is damaged \(a missing or malformed field"),
+    ("other seq", r"00000000000000000002\.json says it is entry 7"),
+    ("stray ahead", r"00000000000000000003\.json is missing, but the log goes on to .*00000000000000000040\.json"),
+])
+def test_damaged_log_entries_are_named_in_the_error(table_path: str, damage: str, problem: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_lake.cli import main
+
+    table = make_table(table_path, {"checkpoint.interval": "100"})
+    append(table, "a")
+    append(table, "b")
+    entry = Path(table.storage.path(paths.log_file(2)))
+    if damage == "empty":
+        entry.write_text("")
+    elif damage == "cut":
+        entry.write_text(entry.read_text()[:40])
+    elif damage == "no fields":
+        entry.write_text('{"seq": 2}')
+    elif damage == "other seq":
+        entry.write_text(entry.read_text().replace('"seq":2', '"seq":7'))
+    else:
+        shutil.copy(entry, table.storage.path(paths.log_file(40)))
+    with pytest.raises(LakeError, match=problem):
+        LakeTable(table_path).snapshot()
+    assert main(["timeline", table_path]) == 2  # the CLI: one line naming the file, no traceback
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and "_lake/log/" in err
