@@ -93,7 +93,7 @@ def _read_csv(spark: SparkSession, path: str, opts: dict[str, str], mode: str, *
                             "Point it at the files to write, or skip the write when there are none.")
     tokens = [str(t) if t is not None else "" for t in first[0]]
     if header:
-        names = [t.strip() for t in tokens]
+        names = tokens  # as Spark compares them with every file's header: " name" is not "name"
         check_columns(names, spec, "the CSV header", fix="name the header's columns as the table's (in any order)")
     else:
         names = [c.name for c in spec.columns]

@@ -202,6 +202,11 @@ def test_csv_malformed_value_relaxed_explicitly(spark: Any, table: LakeTable, tm
     assert len(rows(spark, table)) == 5
 
 
+def test_csv_header_names_are_not_trimmed_in_silence(spark: Any, table: LakeTable, tmp_path: Path) -> None:
+    source = csv(tmp_path / "s", "id, name,amount,dt", [(3, "c", 30, "d2")])
+    refused(spark, table, {"path": source, "format": "csv"}, LakeSchemaError, "has column(s) [' name']")
+
+
 def test_csv_duplicate_columns_by_case(spark: Any, table: LakeTable, tmp_path: Path) -> None:
     source = csv(tmp_path / "s", "id,ID,name,amount,dt", [(3, 3, "c", 30, "d2")])
     refused(spark, table, {"path": source, "format": "csv"}, LakeSchemaError, "'id' and 'ID'", "differ only by case")
@@ -242,9 +247,9 @@ def test_json_keys_in_any_order_and_case(spark: Any, table: LakeTable, tmp_path:
 
 # --- paths ------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("inside", ["", "dt=d1"])
+@pytest.mark.parametrize("inside", ["", "dt=d1", "dt=d1/", "file://"])
 def test_lake_table_directory_is_not_a_file_source(spark: Any, table: LakeTable, inside: str) -> None:
-    path = str(Path(table.url) / inside) if inside else table.url
+    path = "file://" + table.url if inside == "file://" else str(Path(table.url) / inside) if inside else table.url
     with pytest.raises(LakeSpecError) as caught:
         run(spark, "write", {"table": table.url, "source": {"path": path}})
     message = str(caught.value)
