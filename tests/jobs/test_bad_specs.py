@@ -192,6 +192,7 @@ def test_command_line_rejects_a_bad_spec_before_spark_starts(table: LakeTable) -
 def test_command_line_rejects_nested_typos_and_nan_with_one_line(tmp_path: Path) -> None:
     target = tmp_path / "t"
     for operation, spec, text in [
+        ("write", f'{{"table": "{target}\\u0000x", "source": {{"path": "{target}"}}}}', "NUL"),
         ("create_table", f'{{"table": "{target}", "schema": "id BIGINT", '
                          '"bucket": {"columns": ["id"], "count": 4, "sort_by": ["id"]}}', "bucket.sort_by"),
         ("clean", f'{{"table": "{target}", "retain_hours": NaN}}', "retain_hours"),
@@ -201,7 +202,7 @@ def test_command_line_rejects_nested_typos_and_nan_with_one_line(tmp_path: Path)
         assert result.returncode == 2, result.stderr
         last = result.stderr.strip().splitlines()[-1]
         assert last.startswith("airflow-lake: LakeSpecError: ") and text in last, result.stderr
-        assert "Traceback" not in result.stderr
+        assert "Traceback" not in result.stderr and "SparkContext" not in result.stderr  # before Spark starts
         assert not target.exists()
 
 

@@ -6,11 +6,14 @@ from typing import Any
 
 from airflow_lake.jobs.fields import SpecReader
 from airflow_lake.lake.log import LogEntry
+from airflow_lake.lake.storage import normalize_url
 
 
 def table_path(reader: SpecReader) -> str:
-    """The required `table` field."""
-    return reader.required("table")
+    """The required `table` field, checked as a path before any SparkSession starts (NUL bytes, blanks)."""
+    path = reader.required("table")
+    normalize_url(path)
+    return path
 
 
 def entry_metrics(table: str, operation: str, entry: LogEntry | None, **extra: Any) -> dict[str, Any]:
