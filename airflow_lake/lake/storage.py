@@ -16,13 +16,11 @@ import uuid
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from airflow_lake.lake.errors import LakeError
+from airflow_lake.lake.errors import LakeError, LakeSpecError
 
 
 def normalize_url(url: str | os.PathLike[str]) -> str:
     """Canonical form of a table URL: an absolute local path, or the URL as given for other schemes."""
-    from airflow_lake.lake.errors import LakeSpecError  # here, so this edit stays inside the function
-
     raw = os.fspath(url) if isinstance(url, os.PathLike) else url
     if not isinstance(raw, str):
         raise LakeSpecError("table", f"{url!r} is not a table path.",
@@ -54,7 +52,11 @@ class Storage:
         if not self.local:
             import fsspec  # only object stores need it
 
-            self._fs, self._root = fsspec.core.url_to_fs(self.url)
+            try:
+                self._fs, self._root = fsspec.core.url_to_fs(self.url)
+            except (ImportError, ValueError) as err:  # an unknown protocol, or its package is not installed
+                raise LakeSpecError("table", f"cannot open {self.url!r}: {err}",
+                                    "Use a local or mounted path (lake tables live on a file system path).") from err
         else:
             self._root = self.url
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,9 @@ class LakeTable:
         """Create a table (log entry 0 holds its spec). With `exist_ok`, an identical table is fine."""
         table_spec = spec if isinstance(spec, TableSpec) else TableSpec.from_dict(spec)
         table = cls(path)
+        if table.storage.local and os.path.isfile(table.url):
+            raise LakeSpecError("table", f"{table.url!r} is a file, not a directory.",
+                                "Give the path of a directory (it is created if it does not exist).")
         if not table.storage.local:
             # Spark writes the data files and the core moves them into place and commits; both are
             # checked end to end on local (or mounted, shared) paths only, so refuse the rest up front.

@@ -68,6 +68,11 @@ def write(table: LakeTable, df: DataFrame, *, mode: str = "append", partitions: 
     With a `request_id` already committed, returns that entry and writes nothing (idempotent retries).
     Schema and partition errors are raised before any instant starts.
     """
+    from pyspark.sql import DataFrame as SparkDataFrame  # classic and Spark Connect DataFrames both are one
+
+    if not isinstance(df, SparkDataFrame):
+        raise LakeSpecError("df", f"a {type(df).__module__}.{type(df).__name__} is not a Spark DataFrame.",
+                            "Convert it first, e.g. spark.createDataFrame(pandas_df).")
     if mode not in MODES:
         raise LakeSpecError("mode", f"unknown mode {mode!r}.", f"Use one of {', '.join(MODES)}.")
     spec = table.spec

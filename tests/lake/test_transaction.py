@@ -39,3 +39,31 @@ def test_tables_only_on_paths_the_writer_can_write(tmp_path: Path) -> None:
         LakeTable.create("memory://lake/t", {"schema": "id BIGINT"})
     assert not LakeTable.exists("memory://lake/t")
     assert LakeTable.create(f"file://{tmp_path}/t", {"schema": "id BIGINT"}).url == f"{tmp_path}/t"
+
+
+@pytest.mark.parametrize(("path", "problem"), [
+    ("foo://bucket/t", "table: cannot open 'foo://bucket/t'"),
+    ("s3://bucket/t", "table: cannot open 's3://bucket/t'"),
+])
+def test_unknown_or_uninstalled_stores_are_a_spec_error(path: str, problem: str) -> None:
+    with pytest.raises(LakeSpecError, match=problem):
+        LakeTable.create(path, {"schema": "id BIGINT"})
+    with pytest.raises(LakeSpecError, match=problem):
+        LakeTable.open(path)
+
+
+def test_a_table_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(LakeSpecError, match="is a file, not a directory"):
+        LakeTable.create(str(target), {"schema": "id BIGINT"})
+    assert target.read_text() == "x"
+
+
+def test_writing_something_else_than_a_spark_dataframe_is_refused(table_path: str) -> None:
+    import pandas as pd
+
+    table = LakeTable.create(table_path, {"schema": "id BIGINT"})
+    with pytest.raises(LakeSpecError, match=r"df: a pandas\.core\.frame\.DataFrame is not a Spark DataFrame"):
+        table.write(pd.DataFrame({"id": [1]}))  # type: ignore[arg-type]
+    assert table.commit_log.head() == 0
