@@ -70,7 +70,7 @@ def id_millis(instant: str) -> int:
 
 def is_instant_id(text: str) -> bool:
     """True if `text` looks like an instant id."""
-    return len(text) == ID_LENGTH and text.isdigit()
+    return len(text) == ID_LENGTH and text.isascii() and text.isdigit()
 
 
 def requested_file(instant: str) -> str:

@@ -16,7 +16,7 @@ from airflow_lake.lake import checkpoints, paths
 from airflow_lake.lake.errors import LakeSnapshotNotFound, LakeTableNotFound
 from airflow_lake.lake.files import ColumnStats, DataFile
 from airflow_lake.lake.log import CommitLog
-from airflow_lake.lake.spec import TableSpec
+from airflow_lake.lake.spec import TableSpec, stored_spec
 from airflow_lake.lake.state import TableState
 from airflow_lake.lake.storage import Storage
 
@@ -125,7 +125,7 @@ class SnapshotResolver:
     def write_checkpoint(self, state: TableState) -> None:
         """Persist `state` as a checkpoint, point the hint at it, and delete checkpoints beyond the retention."""
         checkpoints.write(self.storage, state)
-        keep = int(TableSpec.from_dict(state.spec).float_property("checkpoint.retain.count"))
+        keep = int(stored_spec(state.spec).float_property("checkpoint.retain.count"))
         deleted = checkpoints.retain(self.storage, keep)
         if deleted:
             log.info("deleted %d checkpoint(s) beyond the newest %d: %s", len(deleted), keep, ", ".join(deleted))
@@ -138,7 +138,7 @@ def snapshot_of(state: TableState, cleaned_before: int = 0) -> Snapshot:
         raise LakeSnapshotNotFound(
             f"snapshot {state.seq} is older than the retention: its removed files were cleaned "
             f"(snapshots from {cleaned_before} on are readable). Fix: read a newer snapshot.")
-    return Snapshot(state.seq, state.instant, TableSpec.from_dict(state.spec),
+    return Snapshot(state.seq, state.instant, stored_spec(state.spec),
                     tuple(sorted(state.files.values(), key=lambda f: f.path)), state.completed_at)
 
 

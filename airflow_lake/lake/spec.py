@@ -5,6 +5,7 @@ A spec is validated when it is built, so a bad one never reaches storage.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,7 @@ DEFAULT_PROPERTIES: dict[str, str] = {
 
 INTEGER_PROPERTIES = frozenset({"checkpoint.interval", "checkpoint.retain.count"})
 # Free-form properties (notes, owners, tags) live under this prefix; any other unknown name is a typo.
+log = logging.getLogger(__name__)
 USER_PROPERTY_PREFIX = "user."
 
 
@@ -286,6 +288,27 @@ class TableSpec:
             merge_operators=merge_ops,
             properties=properties,
         )
+
+
+def stored_spec(data: Mapping[str, Any]) -> TableSpec:
+    """The spec a table keeps in its log, read leniently where earlier versions were lenient.
+
+    Versions before strict properties accepted any property name (and `inf`): a table created then must
+    still open. Such properties are ignored with a warning (the defaults apply); everything else is as
+    strict as `TableSpec.from_dict`.
+    """
+    raw = dict(data)
+    properties = dict(raw.get("properties") or {}) if isinstance(raw.get("properties"), Mapping) else {}
+    for key, value in list(properties.items()):
+        try:
+            check_property(key, value)
+        except LakeSpecError as err:
+            log.warning("ignoring the stored table property %r=%r (%s); its default applies", key, value,
+                        err.problem)
+            del properties[key]
+    if "properties" in raw:
+        raw["properties"] = properties
+    return TableSpec.from_dict(raw)
 
 
 def _column_from(reader: SpecReader, index: int, raw: Any) -> Column:

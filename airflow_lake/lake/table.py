@@ -16,7 +16,7 @@ from airflow_lake.lake.instants import Instant
 from airflow_lake.lake.log import CommitLog, LogEntry
 from airflow_lake.lake.scan import Scan
 from airflow_lake.lake.snapshot import Snapshot, SnapshotResolver, TableState, snapshot_of
-from airflow_lake.lake.spec import TableSpec
+from airflow_lake.lake.spec import TableSpec, stored_spec
 from airflow_lake.lake.storage import Storage
 from airflow_lake.lake.transaction import Transaction
 
@@ -102,7 +102,7 @@ class LakeTable:
     @property
     def spec(self) -> TableSpec:
         """The table spec of the latest snapshot."""
-        return TableSpec.from_dict(self.state().spec)
+        return stored_spec(self.state().spec)
 
     def resolve(self, as_of: AsOf) -> int:
         """The log sequence number of `as_of`: None (latest), a sequence number or an instant id."""
@@ -119,7 +119,7 @@ class LakeTable:
                 return latest.instants[text]
             raise LakeSnapshotNotFound(f"instant {text} is not completed on {self.url!r}. Fix: pick a "
                                        "completed instant from `airflow-lake timeline`.")
-        if text.isdigit():
+        if text.isascii() and text.isdigit():  # "²".isdigit() is True too
             return int(text)
         raise LakeSpecError("as_of", f"{as_of!r} is neither a sequence number nor an instant id.",
                             "Give e.g. 3 or 20261121054330123.")

@@ -39,10 +39,16 @@ def normalize_partitions(spec: TableSpec, partitions: Partitions, field: str = "
         where = f"{field}[{i}]"
         if not isinstance(part, Mapping):
             raise LakeSpecError(where, f"{part!r} is not an object.", "Give {'column': value}.")
-        unknown = [k for k in part if k not in spec.partition_columns]
+        by_name = {c.lower(): c for c in spec.partition_columns}  # names resolve case-insensitively, as in Spark
+        unknown = [k for k in part if not isinstance(k, str) or k.lower() not in by_name]
         if unknown:
             raise LakeSpecError(where, f"{unknown[0]!r} is not a partition column.",
                                 f"Use exactly the partition columns {list(spec.partition_columns)}.")
+        resolved = [by_name[k.lower()] for k in part]
+        twice = [c for c in set(resolved) if resolved.count(c) > 1]
+        if twice:
+            raise LakeSpecError(where, f"partition column {twice[0]!r} is given twice.", "Give each column once.")
+        part = {by_name[k.lower()]: v for k, v in part.items()}
         missing = [c for c in spec.partition_columns if c not in part]
         if missing:
             raise LakeSpecError(where, f"partition column {missing[0]!r} has no value.",

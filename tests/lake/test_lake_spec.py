@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -339,3 +340,39 @@ def test_timeline_limit_must_be_a_whole_number(limit: Any, table_path: str) -> N
         table.timeline(limit=limit)
     assert info.value.field == "limit" and repr(limit) in str(info.value)
     assert [i.action for i in table.timeline(limit=1)] == ["create"]
+
+
+def test_a_table_created_before_strict_properties_still_opens(table_path: str,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """Earlier versions accepted any property name (and `inf`): such a stored spec still reads."""
+    from airflow_lake.lake import paths
+
+    table = LakeTable.create(table_path, {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"],
+                                          "properties": {"user.owner": "me"}})
+    entry = Path(table.storage.path(paths.log_file(0)))
+    entry.write_text(entry.read_text().replace('"user.owner":"me"',
+                                               '"custom.key":"x","heartbeat.interval.seconds":"inf"'))
+    reopened = LakeTable.open(table_path)
+    assert reopened.spec.partition_columns == ("dt",)
+    assert reopened.spec.float_property("heartbeat.interval.seconds") == 10.0  # the default applies
+    assert "custom.key" in caplog.text and reopened.snapshot().seq == 0
+
+
+def test_partition_keys_of_a_write_resolve_case_insensitively() -> None:
+    from airflow_lake.lake.write import normalize_partitions
+
+    spec = TableSpec.from_dict({"schema": "id BIGINT, dt STRING", "partition_by": ["dt"]})
+    assert normalize_partitions(spec, [{"DT": "2024-01-01"}]) == [{"dt": "2024-01-01"}]
+    with pytest.raises(LakeSpecError, match=r"partitions\[0\]: partition column 'dt' is given twice"):
+        normalize_partitions(spec, [{"DT": "a", "dt": "b"}])
+    with pytest.raises(LakeSpecError, match="is not a partition column"):
+        normalize_partitions(spec, [{1: "a"}])
+
+
+def test_as_of_takes_ascii_digits_only(table_path: str) -> None:
+    table = LakeTable.create(table_path, {"schema": "id BIGINT"})
+    assert table.resolve("0") == 0
+    with pytest.raises(LakeSpecError, match="as_of"):
+        table.resolve("²")
+    with pytest.raises(LakeSpecError, match="as_of"):
+        table.resolve("²" * 17)
