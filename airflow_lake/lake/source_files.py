@@ -41,10 +41,7 @@ def read_files(spark: SparkSession, path: str, fmt: str, options: Mapping[str, s
     from pyspark.errors import AnalysisException
 
     opts = {k: v for k, v in options.items() if k.lower() != "mode"}
-    mode = next((v.upper() for k, v in options.items() if k.lower() == "mode"), STRICT)
-    if mode not in (STRICT, *RELAXED_MODES):
-        raise LakeSpecError(f"{field}.options.mode", f"unknown mode {mode!r}.",
-                            f"Use {STRICT} (the default), PERMISSIVE or DROPMALFORMED.")
+    mode = read_mode(options, field)
     try:
         if fmt == "csv":
             return _read_csv(spark, path, opts, mode, spec=spec, field=field)
@@ -53,6 +50,15 @@ def read_files(spark: SparkSession, path: str, fmt: str, options: Mapping[str, s
         return spark.read.options(**opts).format(fmt).load(path)
     except AnalysisException as err:
         raise _read_error(err, path, fmt, field) from err
+
+
+def read_mode(options: Mapping[str, str], field: str = "source") -> str:
+    """The value check asked for in `options.mode`: FAILFAST (the default), PERMISSIVE or DROPMALFORMED."""
+    mode = next((str(v).upper() for k, v in options.items() if k.lower() == "mode"), STRICT)
+    if mode not in (STRICT, *RELAXED_MODES):
+        raise LakeSpecError(f"{field}.options.mode", f"unknown mode {mode!r}.",
+                            f"Use {STRICT} (the default), PERMISSIVE or DROPMALFORMED.")
+    return mode
 
 
 def _read_error(err: Exception, path: str, fmt: str, field: str) -> LakeSpecError | LakeSchemaError:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.source_files import read_files, refuse_lake_table_path
+from airflow_lake.lake.source_files import read_files, read_mode, refuse_lake_table_path
 from airflow_lake.lake.spec import IDENTIFIER, TableSpec
 
 if TYPE_CHECKING:
@@ -67,6 +67,7 @@ class Source:
             if fmt not in FORMATS:
                 raise LakeSpecError(f"{field_name}.format", f"unknown format {fmt!r}.",
                                     f"Use one of {', '.join(FORMATS)}.")
+            read_mode(options, field_name)  # before Spark starts
             return cls(path=path, format=fmt, options={str(k): str(v) for k, v in options.items()})
         if not isinstance(query, str) or not query.strip():
             raise LakeSpecError(f"{field_name}.query", "the query is empty.", "Give a Spark SQL SELECT.")
