@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 FORMATS = ("parquet", "csv", "json")
+_FILE_READ = re.compile(r"\b[A-Za-z]\w*\s*\.\s*`([^`]+)`")  # Spark SQL on files: parquet.`/some/path`
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,8 @@ def read_only_query(spark: SparkSession, query: str, field: str = "source.query"
     """
     from pyspark.errors import AnalysisException, ParseException
 
+    for path in _FILE_READ.findall(query):  # parquet.`/lake/t` reads every file on disk, replaced ones too
+        refuse_lake_table_path(path, field)
     try:
         return spark.sql(f"SELECT * FROM (\n{query}\n) AS lake_source")  # noqa: S608  (the user's own query)
     except ParseException as err:

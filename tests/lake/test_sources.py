@@ -258,6 +258,20 @@ def test_lake_table_directory_is_not_a_file_source(spark: Any, table: LakeTable,
     assert rows(spark, table) == ROWS
 
 
+def test_query_reading_a_lake_table_directory_as_files_is_refused(spark: Any, table: LakeTable) -> None:
+    query = f"SELECT * FROM parquet.`{table.url}/dt=d1`"
+    message = refused(spark, table, {"query": query}, LakeSpecError, "source.query:", "inside the lake table")
+    assert "'tables': {'t': " in message
+
+
+def test_query_may_read_other_files(spark: Any, table: LakeTable, tmp_path: Path) -> None:
+    source = csv(tmp_path / "s", "id,name,amount,dt", [(3, "c", 30, "d2")])
+    query = ("SELECT CAST(_c0 AS BIGINT) AS id, _c1 AS name, CAST(_c2 AS BIGINT) AS amount, _c3 AS dt "
+             f"FROM csv.`{source}` WHERE _c0 <> 'id'")
+    run(spark, "write", {"table": table.url, "source": {"query": query}})
+    assert rows(spark, table) == [*ROWS, (3, "c", 30, "d2")]
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
 def test_empty_source_directory(spark: Any, table: LakeTable, tmp_path: Path, fmt: str) -> None:
     (tmp_path / "empty").mkdir()
