@@ -120,6 +120,10 @@ def read_only_query(spark: SparkSession, query: str, field: str = "source.query"
 
     for path in _FILE_READ.findall(query):  # parquet.`/lake/t` reads every file on disk, replaced ones too
         refuse_lake_table_path(path, field)
+    java = _JAVA_CALL.search(query)
+    if java:  # the one way a SELECT can do more than read: call static Java methods on the cluster
+        raise LakeSpecError(field, f"the query calls {java.group(1)}(), which runs Java code on the cluster; "
+                            "nothing was run.", "Write it without reflect(), try_reflect() or java_method().")
     try:
         return spark.sql(f"SELECT * FROM (\n{query}\n) AS lake_source")  # noqa: S608  (the user's own query)
     except ParseException as err:
@@ -130,6 +134,10 @@ def read_only_query(spark: SparkSession, query: str, field: str = "source.query"
     except AnalysisException as err:
         raise LakeSpecError(field, f"the query cannot be resolved: {_first_line(err)}",
                             "Name only the views given in `tables` and their columns.") from err
+
+
+# Checked as text, so a string literal that merely contains such a call is refused too (rare; rephrase it).
+_JAVA_CALL = re.compile(r"\b(reflect|try_reflect|java_method)\s*\(", re.IGNORECASE)
 
 
 def _first_line(err: Exception) -> str:

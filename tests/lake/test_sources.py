@@ -113,6 +113,16 @@ def test_commands_are_refused_before_anything_runs(spark: Any, table: LakeTable,
 
 
 @pytest.mark.parametrize("query", [
+    "SELECT id, reflect('java.lang.System', 'getProperty', 'user.home') AS name, amount, dt FROM t",
+    "SELECT id, name, amount, dt FROM t WHERE java_method('java.lang.Math', 'abs', -1) = 1",
+    "SELECT id, name, amount, dt FROM t WHERE TRY_REFLECT ('java.lang.Math', 'abs', -1) IS NOT NULL",
+])
+def test_queries_calling_java_are_refused(spark: Any, table: LakeTable, query: str) -> None:
+    refused(spark, table, {"query": query, "tables": {"t": table.url}}, LakeSpecError, "source.query:",
+            "runs Java code on the cluster")
+
+
+@pytest.mark.parametrize("query", [
     "WITH c AS (SELECT * FROM t) SELECT id + 10 AS id, name, amount, dt FROM c",
     "SELECT id + 10 AS id, name, amount, dt FROM t ORDER BY id LIMIT 5 -- a trailing comment",
     "FROM t SELECT id + 10 AS id, name, amount, dt",
