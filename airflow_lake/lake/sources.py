@@ -121,11 +121,15 @@ def read_only_query(spark: SparkSession, query: str, field: str = "source.query"
     for path in _FILE_READ.findall(query):  # parquet.`/lake/t` reads every file on disk, replaced ones too
         refuse_lake_table_path(path, field)
     java = _JAVA_CALL.search(query)
-    if java:  # the one way a SELECT can do more than read: call static Java methods on the cluster
+    if java:  # a SELECT that calls static Java methods on the cluster
         raise LakeSpecError(field, f"the query calls {java.group(1)}(), which runs Java code on the cluster; "
                             "nothing was run.", "Write it without reflect(), try_reflect() or java_method().")
+    subquery = f"SELECT * FROM (\n{query}\n) AS lake_source"  # noqa: S608  (the user's own query)
     try:
-        return spark.sql(f"SELECT * FROM (\n{query}\n) AS lake_source")  # noqa: S608  (the user's own query)
+        df = spark.sql(subquery)
+        # A SELECT can still start a process: TRANSFORM (...) USING 'command' (script transformation). EXPLAIN
+        # plans the query without running it; its plan names that node.
+        plan = str(spark.sql(f"EXPLAIN EXTENDED {subquery}").collect()[0][0])
     except ParseException as err:
         raise LakeSpecError(field, f"this is not a read-only query, or it does not parse ({_first_line(err)}); "
                             "nothing was run.",
@@ -134,6 +138,10 @@ def read_only_query(spark: SparkSession, query: str, field: str = "source.query"
     except AnalysisException as err:
         raise LakeSpecError(field, f"the query cannot be resolved: {_first_line(err)}",
                             "Name only the views given in `tables` and their columns.") from err
+    if "ScriptTransformation" in plan:
+        raise LakeSpecError(field, "the query runs an external command (TRANSFORM ... USING); nothing was run.",
+                            "Express the transformation in SQL.")
+    return df
 
 
 # Checked as text, so a string literal that merely contains such a call is refused too (rare; rephrase it).

@@ -122,6 +122,16 @@ def test_queries_calling_java_are_refused(spark: Any, table: LakeTable, query: s
             "runs Java code on the cluster")
 
 
+def test_a_script_transform_is_refused_and_never_runs(spark: Any, table: LakeTable, tmp_path: Path) -> None:
+    """SELECT TRANSFORM (...) USING 'command' starts a process on the cluster: planned, refused, never run."""
+    marker = tmp_path / "ran"
+    query = (f"SELECT TRANSFORM(id, name, amount, dt) USING 'touch {marker}; cat' "
+             "AS (id BIGINT, name STRING, amount BIGINT, dt STRING) FROM t")
+    refused(spark, table, {"query": query, "tables": {"t": table.url}}, LakeSpecError, "source.query:",
+            "runs an external command")
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize("query", [
     "WITH c AS (SELECT * FROM t) SELECT id + 10 AS id, name, amount, dt FROM c",
     "SELECT id + 10 AS id, name, amount, dt FROM t ORDER BY id LIMIT 5 -- a trailing comment",
