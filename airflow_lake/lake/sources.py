@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.source_files import read_files, read_mode, refuse_lake_table_path
 from airflow_lake.lake.spec import IDENTIFIER, TableSpec
+from airflow_lake.lake.spec_reader import SpecReader
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,38 +46,23 @@ class Source:
 
     @classmethod
     def from_dict(cls, raw: Any, field_name: str = "source") -> Source:
-        """Validate a source spec."""
-        if not isinstance(raw, Mapping):
-            raise LakeSpecError(field_name, f"{raw!r} is not a source.",
-                                "Give {'path': ..., 'format': 'parquet'} or {'query': ..., 'tables': {...}}.")
-        allowed = {"path", "format", "options", "query", "tables"}
-        unknown = sorted(set(raw) - allowed)
-        if unknown:
-            raise LakeSpecError(f"{field_name}.{unknown[0]}", "unknown source field.",
-                                f"Use only {', '.join(sorted(allowed))}.")
-        path, query = raw.get("path"), raw.get("query")
+        """Validate a source spec, strictly like every spec (`SpecReader`: unknown keys and wrong types fail)."""
+        reader = SpecReader(raw, "write", field_name)
+        path, query = reader.string("path"), reader.string("query")
         if (path is None) == (query is None):
             raise LakeSpecError(field_name, "give exactly one of `path` and `query`.",
                                 "Read files with `path` or lake tables with `query` + `tables`.")
-        options = raw.get("options") or {}
-        if not isinstance(options, Mapping):
-            raise LakeSpecError(f"{field_name}.options", "expected an object.", "Map option names to values.")
+        options = reader.mapping("options") or {}
+        fmt = reader.string("format", default="parquet")
+        tables = reader.mapping("tables") or {}
+        reader.done()
         if path is not None:
-            if not isinstance(path, str) or not path:
-                raise LakeSpecError(f"{field_name}.path", f"{path!r} is not a path.", "Give a path or URL.")
             refuse_lake_table_path(path, f"{field_name}.path")
-            fmt = raw.get("format", "parquet")
             if fmt not in FORMATS:
                 raise LakeSpecError(f"{field_name}.format", f"unknown format {fmt!r}.",
                                     f"Use one of {', '.join(FORMATS)}.")
             read_mode(options, field_name)  # before Spark starts
             return cls(path=path, format=fmt, options={str(k): str(v) for k, v in options.items()})
-        if not isinstance(query, str) or not query.strip():
-            raise LakeSpecError(f"{field_name}.query", "the query is empty.", "Give a Spark SQL SELECT.")
-        tables = raw.get("tables") or {}
-        if not isinstance(tables, Mapping):
-            raise LakeSpecError(f"{field_name}.tables", "expected an object.",
-                                "Map view names to lake table paths, e.g. {'ods': '/lake/ods'}.")
         refs = []
         for name, ref in tables.items():
             where = f"{field_name}.tables.{name}"
@@ -90,6 +76,7 @@ class Source:
             else:
                 raise LakeSpecError(where, f"{ref!r} is not a table reference.",
                                     "Give a path, or {'path': ..., 'as_of': ...}.")
+        assert query is not None
         return cls(query=query, tables=tuple(refs))
 
 
