@@ -43,6 +43,7 @@ PARQUET_FORMAT = 2  # `format` in `lake.state`; 1 is the JSON form of `TableStat
 STATE_KEY = b"lake.state"
 CRC_KEY = b"lake.state.crc32"
 CORE_COLUMNS = ("path", "partition", "rows", "bytes", "bucket", "instant", "removed_seq", "removed_at")
+OPTIONAL_COLUMNS = ("bucketing",)
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -69,6 +70,7 @@ def encode(state: TableState) -> bytes:
         "bytes": pa.array([f.bytes for f in files] + gap, pa.int64()),
         "bucket": pa.array([f.bucket for f in files] + gap, pa.int64()),
         "instant": pa.array([f.instant for f in files] + gap, pa.string()),
+        "bucketing": pa.array([f.bucketing for f in files] + gap, pa.string()),
         "removed_seq": pa.array([None] * len(files) + [int(t[0]) for _, t in tombstones], pa.int64()),
         "removed_at": pa.array([None] * len(files) + [float(t[1]) for _, t in tombstones], pa.float64()),
     }
@@ -86,7 +88,7 @@ def encode(state: TableState) -> bytes:
     table = pa.Table.from_arrays(list(columns.values()), names=list(columns))
     table = table.replace_schema_metadata({STATE_KEY: text, CRC_KEY: str(zlib.crc32(text)).encode()})
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd", use_dictionary=["partition", "instant"],
+    pq.write_table(table, sink, compression="zstd", use_dictionary=["partition", "instant", "bucketing"],
                    write_statistics=False, write_page_checksum=True)
     return bytes(sink.getvalue())
 
@@ -139,7 +141,7 @@ def read(storage: Storage, seq: int, fmt: str, recover: Callable[[], StatsOf] | 
 def decode(data: bytes, recover: Callable[[], StatsOf] | None = None) -> TableState:
     """Inverse of `encode`, except that the files' stats are decoded lazily."""
     source = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data)), page_checksum_verification=True,
-                            read_dictionary=["partition", "instant"])
+                            read_dictionary=["partition", "instant", "bucketing"])
     meta_kv = source.metadata.metadata or {}
     text = meta_kv[STATE_KEY]
     if str(zlib.crc32(text)).encode() != meta_kv.get(CRC_KEY):
@@ -147,7 +149,9 @@ def decode(data: bytes, recover: Callable[[], StatsOf] | None = None) -> TableSt
     meta = json.loads(text)
     if meta.get("format") != PARQUET_FORMAT:
         raise ValueError(f"unknown checkpoint format {meta.get('format')!r}")
-    table = source.read(columns=list(CORE_COLUMNS))
+    # `bucketing` came later: checkpoints without it hold files that all have the spec's bucketing
+    optional = [c for c in OPTIONAL_COLUMNS if c in source.schema_arrow.names]
+    table = source.read(columns=[*CORE_COLUMNS, *optional])
     n_files, n_tombstones = int(meta["files"]), int(meta["tombstones"])
     if table.num_rows != n_files + n_tombstones or table.column("removed_seq").null_count != n_files:
         raise ValueError("the checkpoint's rows do not match its metadata")
@@ -158,10 +162,12 @@ def decode(data: bytes, recover: Callable[[], StatsOf] | None = None) -> TableSt
         rows = table.column("rows").to_pylist()
         sizes = table.column("bytes").to_pylist()
         buckets = table.column("bucket").to_pylist()
+        bucketings = _dictionary_values(table.column("bucketing"), str) if "bucketing" in optional \
+            else [None] * table.num_rows
         live = path_list[:n_files]
         stats = StatsColumns(source, [(str(k), str(e)) for k, e in meta["stats"]], live, recover)
         files = {path: DataFile(path, partitions[i], rows[i], sizes[i], buckets[i], instants[i],
-                                LazyStats(stats, i)) for i, path in enumerate(live)}
+                                LazyStats(stats, i), bucketings[i]) for i, path in enumerate(live)}
         removed_seq = table.column("removed_seq").to_pylist()[n_files:]
         removed_at = table.column("removed_at").to_pylist()[n_files:]
         tombstones = {path: [removed_seq[i], removed_at[i]] for i, path in enumerate(path_list[n_files:])}

@@ -38,6 +38,9 @@ class DataFile:
     # column -> stats; a dict, or for a file read from a checkpoint a lazy view on the checkpoint's stats
     # columns, decoded on first use (`stats_columns.LazyStats`)
     stats: Mapping[str, ColumnStats] = field(default_factory=dict)
+    # `Bucketing.key()` of a bucketed file ('murmur3:16:work_id'); None for plain files and for bucketed
+    # files written before files recorded it (their bucketing is the table spec's, which could not change)
+    bucketing: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -49,6 +52,7 @@ class DataFile:
             "bucket": self.bucket,
             "instant": self.instant,
             "stats": {k: v.to_list() for k, v in self.stats.items()},
+            **({"bucketing": self.bucketing} if self.bucketing is not None else {}),
         }
 
     @classmethod
@@ -62,6 +66,7 @@ class DataFile:
             bucket=raw.get("bucket"),
             instant=raw.get("instant", ""),
             stats={k: ColumnStats.from_list(v) for k, v in (raw.get("stats") or {}).items()},
+            bucketing=raw.get("bucketing"),
         )
 
     def partition_key(self) -> tuple[tuple[str, str | None], ...]:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.types import INTEGER_TYPES
+from airflow_lake.lake.types import INTEGER_TYPES, coerce_literal
+
+if TYPE_CHECKING:
+    from airflow_lake.lake.spec import TableSpec
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # Characters Spark's ExternalCatalogUtils.escapePathName escapes, so Spark decodes our names alike.
@@ -71,3 +74,43 @@ def parse_partition_dir(path: str) -> dict[str, str | None]:
             key, _, raw = segment.partition("=")
             out[key] = None if raw == NULL_PARTITION else unquote(raw)
     return out
+
+
+def normalize_partition(spec: TableSpec, part: Any, where: str) -> dict[str, str | None]:
+    """A user-given partition checked against the table: exact keys (case-insensitive, as in Spark), values
+    of the columns' types, no path tricks; returned with the canonical text of each value."""
+    if not isinstance(part, Mapping):
+        raise LakeSpecError(where, f"{part!r} is not an object.", "Give {'column': value}.")
+    by_name = {c.lower(): c for c in spec.partition_columns}
+    unknown = [k for k in part if not isinstance(k, str) or k.lower() not in by_name]
+    if unknown:
+        raise LakeSpecError(where, f"{unknown[0]!r} is not a partition column.",
+                            f"Use exactly the partition columns {list(spec.partition_columns)}.")
+    resolved = [by_name[k.lower()] for k in part]
+    twice = [c for c in set(resolved) if resolved.count(c) > 1]
+    if twice:
+        raise LakeSpecError(where, f"partition column {twice[0]!r} is given twice.", "Give each column once.")
+    part = {by_name[k.lower()]: v for k, v in part.items()}
+    missing = [c for c in spec.partition_columns if c not in part]
+    if missing:
+        raise LakeSpecError(where, f"partition column {missing[0]!r} has no value.",
+                            f"Give a value for each of {list(spec.partition_columns)}.")
+    values: dict[str, str | None] = {}
+    for col in spec.partition_columns:
+        value = part[col]
+        check_partition_value(col, value, where)
+        type_name = spec.column(col).type
+        coerce_literal(type_name, value, f"{where}.{col}")  # raises if it is not of the column's type
+        values[col] = partition_text(type_name, value)
+    return values
+
+
+def partition_order_key(spec: TableSpec, values: Mapping[str, str | None]) -> tuple[Any, ...] | None:
+    """A key that orders partitions by their typed values (None when a value is null)."""
+    key = []
+    for col in spec.partition_columns:
+        value = values.get(col)
+        if value is None:
+            return None
+        key.append(coerce_literal(spec.column(col).type, value, col))
+    return tuple(key)

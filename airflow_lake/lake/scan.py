@@ -48,10 +48,15 @@ class Scan:
             df = df.select(*[f"`{c}`" for c in self.snapshot.spec.column_names])  # table order
         else:
             df = spark.createDataFrame([], schema)
-        if self.filters:
-            df = df.where(reduce(lambda a, b: a & b, (_predicate(f) for f in self.filters)))
+        df = self.apply_filters(df)
         if columns:
             df = df.select(*[f"`{c}`" for c in columns])
+        return df
+
+    def apply_filters(self, df: DataFrame) -> DataFrame:
+        """`df` with the scan's filters applied row by row."""
+        if self.filters:
+            df = df.where(reduce(lambda a, b: a & b, (_predicate(f) for f in self.filters)))
         return df
 
 

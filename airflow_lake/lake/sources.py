@@ -82,6 +82,7 @@ class Source:
 
 def load(spark: SparkSession, source: Source, spec: TableSpec) -> tuple[DataFrame, dict[str, list[str]]]:
     """The source as a DataFrame, and the live files it reads per lake table URL (for conflict checks)."""
+    from airflow_lake.lake.buckets.catalog import register
     from airflow_lake.lake.table import LakeTable
 
     if source.path is not None:
@@ -91,7 +92,7 @@ def load(spark: SparkSession, source: Source, spec: TableSpec) -> tuple[DataFram
     for ref in source.tables:
         table = LakeTable.open(ref.path)
         scan = table.scan(as_of=ref.as_of)
-        scan.to_df(spark).createOrReplaceTempView(ref.name)
+        register(spark, scan, ref.name)  # bucketed where the table is
         reads.setdefault(table.url, []).extend(f.path for f in scan.files)
     assert source.query is not None
     return read_only_query(spark, source.query), reads

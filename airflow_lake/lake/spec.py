@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_lake.lake.buckets.bucketing import HASHES, MURMUR3, Bucketing, check_multiples
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.partitions import normalize_partition, partition_order_key
 from airflow_lake.lake.spec_reader import SpecReader
 from airflow_lake.lake.types import PARTITION_TYPES, normalize_type
 
@@ -80,16 +82,53 @@ class Column:
 
 
 @dataclass(frozen=True)
+class PartitionCount:
+    """A bucket count for one partition that differs from the table's (a hot partition gets more)."""
+
+    partition: Mapping[str, str | None]
+    count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"partition": dict(self.partition), "count": self.count}
+
+
+@dataclass(frozen=True)
 class BucketSpec:
-    """Hive-style buckets: rows go to bucket pmod(hash(columns), count), each bucket sorted."""
+    """Hive-style buckets: rows go to bucket pmod(hash(columns), count), each bucket one sorted file.
+
+    `from_partition`: partitions ordered before it (by their typed values) stay plain (LAS: bucketing turned
+    on for a table from a date on). `partition_counts`: per-partition counts (LAS: hot partitions), all
+    counts multiples of each other.
+    """
 
     columns: tuple[str, ...]
     count: int
     sort_columns: tuple[str, ...] = ()
+    hash: str = MURMUR3
+    from_partition: Mapping[str, str | None] | None = None
+    partition_counts: tuple[PartitionCount, ...] = ()
+
+    def bucketing(self, count: int | None = None) -> Bucketing:
+        """The bucketing of a partition with `count` buckets (default: the table's count)."""
+        return Bucketing(self.columns, self.count if count is None else count, self.hash)
+
+    @property
+    def counts(self) -> list[int]:
+        """Every bucket count this spec uses."""
+        return sorted({self.count, *(p.count for p in self.partition_counts)})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"columns": list(self.columns), "count": self.count, "sort_columns": list(self.sort_columns)}
+        out: dict[str, Any] = {"columns": list(self.columns), "count": self.count,
+                               "sort_columns": list(self.sort_columns)}
+        if self.hash != MURMUR3:
+            out["hash"] = self.hash
+        if self.from_partition is not None:
+            out["from_partition"] = dict(self.from_partition)
+        if self.partition_counts:
+            out["partition_counts"] = [p.to_dict() for p in self.partition_counts]
+        return out
 
 
 @dataclass(frozen=True)
@@ -169,6 +208,12 @@ class TableSpec:
         if self.bucket is not None:
             object.__setattr__(self, "bucket", self._validate_bucket(self.bucket))
         object.__setattr__(self, "primary_key", self._resolve_all(self.primary_key, "primary_key"))
+        if self.primary_key and self.bucket is not None:
+            other = [c for c in self.bucket.columns if c not in self.primary_key]
+            if other:
+                raise LakeSpecError("bucket.columns", f"a primary-key table is bucketed by its key, but {other[0]!r} "
+                                    "is not a key column.",
+                                    f"Bucket by key columns only (the key is {list(self.primary_key)}).")
         if self.version_column is not None:
             object.__setattr__(self, "version_column", self._resolve(self.version_column, "version_column"))
             if not self.primary_key:
@@ -209,11 +254,62 @@ class TableSpec:
                 raise LakeSpecError(f"bucket.columns[{i}]", f"{name!r} is a partition column.",
                                     "Bucket by a data column.")
         sort_columns = self._resolve_all(bucket.sort_columns, "bucket.sort_columns")
-        if isinstance(bucket.count, bool) or not isinstance(bucket.count, int) or \
-                not 1 <= bucket.count <= MAX_BUCKETS:
-            raise LakeSpecError("bucket.count", f"{bucket.count!r} is not a valid bucket count.",
-                                f"Use a whole number from 1 to {MAX_BUCKETS} (powers of two join best).")
-        return BucketSpec(columns, bucket.count, sort_columns)
+        _check_count(bucket.count, "bucket.count")
+        if bucket.hash not in HASHES:
+            raise LakeSpecError("bucket.hash", f"unknown bucket hash {bucket.hash!r}.",
+                                f"Use {' or '.join(HASHES)} (Spark's hash(), read as buckets by Spark).")
+        from_partition = None
+        if bucket.from_partition is not None:
+            if not self.partition_columns:
+                raise LakeSpecError("bucket.from_partition", "the table is not partitioned.",
+                                    "Drop `from_partition`.")
+            from_partition = normalize_partition(self, bucket.from_partition, "bucket.from_partition")
+            if partition_order_key(self, from_partition) is None:
+                raise LakeSpecError("bucket.from_partition", "a null value cannot start the bucketed partitions.",
+                                    "Give the first bucketed partition's values.")
+        counts: list[PartitionCount] = []
+        seen: set[tuple[tuple[str, str | None], ...]] = set()
+        if not isinstance(bucket.partition_counts, Sequence):
+            raise LakeSpecError("bucket.partition_counts", "expected a list.",
+                                "Give [{'partition': {...}, 'count': 16}, ...].")
+        for i, item in enumerate(bucket.partition_counts):
+            where = f"bucket.partition_counts[{i}]"
+            if not self.partition_columns:
+                raise LakeSpecError(where, "the table is not partitioned.", "Drop `partition_counts`.")
+            values = normalize_partition(self, item.partition, f"{where}.partition")
+            _check_count(item.count, f"{where}.count")
+            identity = tuple(sorted(values.items()))
+            if identity in seen:
+                raise LakeSpecError(where, f"partition {values} is listed twice.", "List each partition once.")
+            seen.add(identity)
+            if from_partition is not None and not self.bucketed_partition(values, from_partition):
+                raise LakeSpecError(where, f"partition {values} is before `from_partition` and stays plain.",
+                                    "Drop it or move `from_partition`.")
+            counts.append(PartitionCount(values, item.count))
+        check_multiples([bucket.count, *(c.count for c in counts)], "bucket.partition_counts")
+        return BucketSpec(columns, bucket.count, sort_columns, bucket.hash, from_partition, tuple(counts))
+
+    def bucketed_partition(self, values: Mapping[str, str | None],
+                           from_partition: Mapping[str, str | None] | None = None) -> bool:
+        """Whether partition `values` is bucketed under the bucket spec (False for a plain table)."""
+        if self.bucket is None:
+            return False
+        start = from_partition if from_partition is not None else self.bucket.from_partition
+        if start is None:
+            return True
+        key = partition_order_key(self, values)
+        begin = partition_order_key(self, start)
+        return key is not None and begin is not None and key >= begin
+
+    def bucketing_for(self, values: Mapping[str, str | None]) -> Bucketing | None:
+        """The bucketing new files of partition `values` get (None: plain files)."""
+        if self.bucket is None or not self.bucketed_partition(values):
+            return None
+        identity = {c: values.get(c) for c in self.partition_columns}
+        for item in self.bucket.partition_counts:
+            if dict(item.partition) == identity:
+                return self.bucket.bucketing(item.count)
+        return self.bucket.bucketing()
 
     def _resolve_all(self, names: Sequence[str], field_name: str) -> tuple[str, ...]:
         """Resolve a list of column names; a name listed twice (in any case) is an error."""
@@ -267,10 +363,18 @@ class TableSpec:
         bucket = None
         bucket_reader = reader.obj("bucket")
         if bucket_reader is not None:
+            counts = []
+            for i, raw in enumerate(bucket_reader.objects("partition_counts") or ()):
+                item = bucket_reader.item("partition_counts", i, raw)
+                counts.append(PartitionCount(item.raw_value("partition") or {}, item.raw_value("count")))
+                item.done()
             bucket = BucketSpec(
                 columns=tuple(bucket_reader.strings("columns", single=True) or ()),
                 count=bucket_reader.raw_value("count"),  # validated in __post_init__
                 sort_columns=tuple(bucket_reader.strings("sort_columns", single=True) or ()),
+                hash=bucket_reader.string("hash") or MURMUR3,
+                from_partition=bucket_reader.raw_value("from_partition"),
+                partition_counts=tuple(counts),
             )
             bucket_reader.done()
         version_column = reader.string("version_column")
@@ -309,6 +413,12 @@ def stored_spec(data: Mapping[str, Any]) -> TableSpec:
     if "properties" in raw:
         raw["properties"] = properties
     return TableSpec.from_dict(raw)
+
+
+def _check_count(count: Any, field: str) -> None:
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_BUCKETS:
+        raise LakeSpecError(field, f"{count!r} is not a valid bucket count.",
+                            f"Use a whole number from 1 to {MAX_BUCKETS} (powers of two join best).")
 
 
 def _column_from(reader: SpecReader, index: int, raw: Any) -> Column:

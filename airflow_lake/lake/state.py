@@ -7,10 +7,12 @@ The state holds the table spec, the live files, the removed files not yet cleane
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_lake.lake.buckets.bucketing import MURMUR3, Bucketing
 from airflow_lake.lake.errors import LakeSnapshotNotFound
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.log import LogEntry
@@ -38,6 +40,7 @@ class TableState:
         if entry.seq != self.seq + 1:
             raise LakeSnapshotNotFound(f"log entry {entry.seq} follows {self.seq}: the log has a gap.")
         if "spec" in entry.metadata:
+            _stamp_bucketing(self.files, self.spec)
             self.spec = dict(entry.metadata["spec"])
         for path in entry.removed:
             if self.files.pop(path, None) is not None:
@@ -79,3 +82,15 @@ class TableState:
         return cls(int(raw["seq"]), raw["instant"], dict(raw["spec"]), {f.path: f for f in files},
                    dict(raw["tombstones"]), dict(raw["instants"]), dict(raw["requests"]),
                    dict(raw["rolled_back"]), int(raw["cleaned_before"]), float(raw["completed_at"]))
+
+
+def _stamp_bucketing(files: dict[str, DataFile], spec: Mapping[str, Any]) -> None:
+    """Before the spec changes, give bucketed files that do not record their bucketing (written before files
+    did) the bucketing of the spec they were written under, so they are not read under the new one."""
+    bucket = spec.get("bucket")
+    if not bucket:
+        return
+    key = Bucketing(tuple(bucket["columns"]), int(bucket["count"]), bucket.get("hash") or MURMUR3).key()
+    for path, data_file in files.items():
+        if data_file.bucket is not None and data_file.bucketing is None:
+            files[path] = dataclasses.replace(data_file, bucketing=key)

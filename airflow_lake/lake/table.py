@@ -16,7 +16,7 @@ from airflow_lake.lake.instants import Instant
 from airflow_lake.lake.log import CommitLog, LogEntry
 from airflow_lake.lake.scan import Scan
 from airflow_lake.lake.snapshot import Snapshot, SnapshotResolver, TableState, snapshot_of
-from airflow_lake.lake.spec import TableSpec, stored_spec
+from airflow_lake.lake.spec import TableSpec, check_identifier, stored_spec
 from airflow_lake.lake.storage import Storage
 from airflow_lake.lake.transaction import Transaction
 
@@ -190,11 +190,27 @@ class LakeTable:
 
     def read(self, spark: SparkSession, as_of: AsOf = None, filters: Iterable[Sequence[Any]] | None = None,
              columns: Sequence[str] | None = None) -> DataFrame:
-        """Read a snapshot as a Spark DataFrame, skipping files by their stats."""
+        """Read a snapshot as a Spark DataFrame, skipping files by their stats.
+
+        A bucketed table (or the bucketed partitions `filters` select) is read as a Spark bucketed table:
+        point filters read one bucket, joins and group-bys on the bucket columns need no shuffle (see
+        `buckets.catalog`, and `buckets.catalog.READ_CONF` for the session settings that help).
+        """
+        from airflow_lake.lake.buckets.catalog import scan_df
+
         scan = self.scan(filters, as_of)
         log.info("scan of %s at %d: %d of %d file(s) read, %d skipped", self.url, scan.snapshot.seq,
                  len(scan.files), scan.files_total, scan.files_skipped)
-        return scan.to_df(spark, columns)
+        df = scan_df(spark, scan)
+        return df.select(*[f"`{c}`" for c in columns]) if columns else df
+
+    def register(self, spark: SparkSession, name: str, as_of: AsOf = None,
+                 filters: Iterable[Sequence[Any]] | None = None) -> DataFrame:
+        """Make a snapshot queryable in Spark SQL as the temporary view `name` (bucketed like `read`)."""
+        from airflow_lake.lake.buckets.catalog import register
+
+        check_identifier(name, "name")
+        return register(spark, self.scan(filters, as_of), name)
 
     def to_arrow(self, as_of: AsOf = None, columns: Sequence[str] | None = None) -> pa.Table:
         """A snapshot as an Arrow table, read with pyarrow on this machine (no Spark): for small tables."""

@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.log import LogEntry
-from airflow_lake.lake.partitions import check_partition_value, partition_text
+from airflow_lake.lake.partitions import normalize_partition
 from airflow_lake.lake.snapshot import files_in_partitions
 from airflow_lake.lake.spark_schema import conform
 from airflow_lake.lake.spec import TableSpec
-from airflow_lake.lake.types import coerce_literal
 from airflow_lake.lake.writer import write_dataframe
 
 if TYPE_CHECKING:
@@ -34,33 +33,7 @@ def normalize_partitions(spec: TableSpec, partitions: Partitions, field: str = "
                             "Give [{'dt': '2024-01-01'}, ...] or 'dynamic'.")
     if not spec.partition_columns:
         raise LakeSpecError(field, "the table is not partitioned.", "Drop `partitions`.")
-    out = []
-    for i, part in enumerate(partitions):
-        where = f"{field}[{i}]"
-        if not isinstance(part, Mapping):
-            raise LakeSpecError(where, f"{part!r} is not an object.", "Give {'column': value}.")
-        by_name = {c.lower(): c for c in spec.partition_columns}  # names resolve case-insensitively, as in Spark
-        unknown = [k for k in part if not isinstance(k, str) or k.lower() not in by_name]
-        if unknown:
-            raise LakeSpecError(where, f"{unknown[0]!r} is not a partition column.",
-                                f"Use exactly the partition columns {list(spec.partition_columns)}.")
-        resolved = [by_name[k.lower()] for k in part]
-        twice = [c for c in set(resolved) if resolved.count(c) > 1]
-        if twice:
-            raise LakeSpecError(where, f"partition column {twice[0]!r} is given twice.", "Give each column once.")
-        part = {by_name[k.lower()]: v for k, v in part.items()}
-        missing = [c for c in spec.partition_columns if c not in part]
-        if missing:
-            raise LakeSpecError(where, f"partition column {missing[0]!r} has no value.",
-                                f"Give a value for each of {list(spec.partition_columns)}.")
-        values: dict[str, str | None] = {}
-        for col in spec.partition_columns:
-            value = part[col]
-            check_partition_value(col, value, where)
-            type_name = spec.column(col).type
-            coerce_literal(type_name, value, f"{where}.{col}")  # raises if it is not of the column's type
-            values[col] = partition_text(type_name, value)
-        out.append(values)
+    out = [normalize_partition(spec, part, f"{field}[{i}]") for i, part in enumerate(partitions)]
     if not out:
         raise LakeSpecError(field, "the list is empty.", "List at least one partition, or drop `partitions`.")
     return out

@@ -26,10 +26,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake import faults, instants
+from airflow_lake.lake.buckets.assign import assign_buckets, varying_counts
 from airflow_lake.lake.errors import LakeError, LakeSchemaError
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.footers import read_footers
 from airflow_lake.lake.partitions import check_partition_value, parse_partition_dir, partition_dir
+from airflow_lake.lake.plans import plan_text, shuffles
 from airflow_lake.lake.spec import TableSpec
 from airflow_lake.lake.storage import Storage
 
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 BUCKET_COLUMN = "__lake_bucket"
+COUNT_COLUMN = "__lake_buckets"
 # Spark writes timestamps as INT96 by default, which gets no footer stats; TIMESTAMP_MICROS does.
 WRITE_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
 DATA_ERROR = "AIRFLOW_LAKE_DATA_ERROR"
@@ -45,23 +48,23 @@ _DATA_ERROR_TEXT = re.compile(DATA_ERROR + r": ([^\n]*?)(?:\s*SQLSTATE|\n|$)")
 
 
 def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: str, *,
-                    allowed_partitions: Sequence[Mapping[str, str | None]] | None = None) -> list[DataFile]:
+                    allowed_partitions: Sequence[Mapping[str, str | None]] | None = None,
+                    metrics: dict[str, Any] | None = None) -> list[DataFile]:
     """Write `df` (already conformed to `spec`) as files of `instant`; return them with their stats.
+
+    A bucketed table's rows go to the bucketing of their partition (`TableSpec.bucketing_for`, decided in
+    the Spark job); `metrics` (if given) gets `write_exchanges`, the shuffles the write adds to the plan.
 
     Raises `LakeSchemaError` / `LakeSpecError` for data the table refuses; nothing is placed then.
     """
-    from pyspark.sql import functions as F
-
     keys = list(spec.partition_columns)
     df = _refuse_bad_partition_strings(df, spec)
+    exchanges_before = shuffles(plan_text(df)) if spec.bucket is not None else 0
     if spec.bucket is not None:
-        bucket = F.pmod(F.hash(*[F.col(f"`{c}`") for c in spec.bucket.columns]), F.lit(spec.bucket.count))
-        df = df.withColumn(BUCKET_COLUMN, bucket)
-        # one task per (partition, bucket): each bucket becomes one file, sorted by the sort columns
-        df = df.repartition(*[F.col(f"`{c}`") for c in keys], F.col(BUCKET_COLUMN))
-        df = df.sortWithinPartitions(*[F.col(f"`{c}`") for c in keys], F.col(BUCKET_COLUMN),
-                                     *[F.col(f"`{c}`") for c in spec.bucket.sort_columns])
-        keys.append(BUCKET_COLUMN)
+        df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN)
+        keys += [COUNT_COLUMN, BUCKET_COLUMN] if varying_counts(spec) else [BUCKET_COLUMN]
+    if metrics is not None and spec.bucket is not None:
+        metrics["write_exchanges"] = shuffles(plan_text(df)) - exchanges_before
     write_id = uuid.uuid4().hex[:8]
     stage = f"{instants.staging_dir(instant)}/{write_id}"
     faults.reach("before_write")
@@ -87,9 +90,11 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
         directory = partition_dir(spec.partition_columns, item.partition)
         suffix = f"_{item.bucket:05d}" if item.bucket is not None else ""
         name = f"part-{instant}-{write_id}-{number:05d}{suffix}.parquet"
+        bucketing = spec.bucket.bucketing(item.count).key() if spec.bucket and item.count else None
         moves.append((item.path, DataFile(path=f"{directory}/{name}" if directory else name,
                                           partition=item.partition, rows=fact.rows, bytes=fact.bytes,
-                                          bucket=item.bucket, instant=instant, stats=fact.stats)))
+                                          bucket=item.bucket, instant=instant, stats=fact.stats,
+                                          bucketing=bucketing)))
     files = [f for _, f in moves]
     _check_not_null(files, spec)
     _place(storage, instant, stage, moves)
@@ -100,12 +105,13 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
 class _Staged:
     """A file Spark wrote into the staging directory."""
 
-    __slots__ = ("bucket", "partition", "path")
+    __slots__ = ("bucket", "count", "partition", "path")
 
-    def __init__(self, path: str, partition: dict[str, str | None], bucket: int | None) -> None:
+    def __init__(self, path: str, partition: dict[str, str | None], bucket: int | None, count: int | None) -> None:
         self.path = path
         self.partition = partition
         self.bucket = bucket
+        self.count = count
 
 
 def _staged_files(storage: Storage, stage: str, spec: TableSpec) -> list[_Staged]:
@@ -118,8 +124,14 @@ def _staged_files(storage: Storage, stage: str, spec: TableSpec) -> list[_Staged
             continue
         values = parse_partition_dir(inner.rsplit("/", 1)[0] if "/" in inner else "")
         bucket_text = values.pop(BUCKET_COLUMN, None)
+        count_text = values.pop(COUNT_COLUMN, None)
         partition = {c: values.get(c) for c in spec.partition_columns}
-        out.append(_Staged(rel, partition, None if bucket_text is None else int(bucket_text)))
+        bucket = None if bucket_text is None else int(bucket_text)
+        if count_text is not None:
+            count: int | None = int(count_text)
+        else:  # one count for the whole table: not written as a directory level
+            count = spec.bucket.count if spec.bucket is not None and bucket is not None else None
+        out.append(_Staged(rel, partition, bucket, count))
     return sorted(out, key=lambda s: s.path)
 
 

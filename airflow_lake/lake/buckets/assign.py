@@ -1,0 +1,88 @@
+"""The bucket of every row being written, decided in the Spark job from the table's bucket spec.
+
+Each row gets its partition's bucket count (NULL: a plain partition, before `from_partition`) and its
+bucket id `pmod(hash(columns), count)`; both become `partitionBy` levels of the staging directory, so the
+driver reads the bucketing of every written file from its path, exactly as the job decided it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from airflow_lake.lake.spec import TableSpec
+
+
+def varying_counts(spec: TableSpec) -> bool:
+    """Whether partitions of the table differ in bucketing (then the count is written as a directory level)."""
+    return spec.bucket is not None and bool(spec.bucket.partition_counts or spec.bucket.from_partition)
+
+
+def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_column: str) -> DataFrame:
+    """`df` with the bucket column (and, with `varying_counts`, the count column) added, one task per
+    (partition, bucket), rows sorted by the sort columns within each bucket."""
+    from pyspark.sql import functions as F
+
+    bucket = spec.bucket
+    assert bucket is not None
+    parts = [F.col(f"`{c}`") for c in spec.partition_columns]
+    hashed = F.hash(*[F.col(f"`{c}`") for c in bucket.columns])
+    # A constant count column would be folded away by Spark's optimizer, and the writer's required order
+    # (partition columns, count, bucket) would then no longer match ours: it would re-sort and lose the sort
+    # columns' order. So the count is a column only where it varies.
+    if varying_counts(spec):
+        df = df.withColumn(count_column, bucket_count(spec))
+        levels = [*parts, F.col(count_column)]
+        df = df.withColumn(bucket_column, F.pmod(hashed, F.col(count_column)))
+    else:
+        levels = parts
+        df = df.withColumn(bucket_column, F.pmod(hashed, F.lit(bucket.count)))
+    # Plain partitions (count NULL) are still spread over `count` tasks, so one big partition is not one task.
+    spread = F.coalesce(F.col(bucket_column), F.pmod(hashed, F.lit(bucket.count)))
+    df = df.repartition(*levels, spread)
+    return df.sortWithinPartitions(*levels, F.col(bucket_column), *[F.col(f"`{c}`") for c in bucket.sort_columns])
+
+
+def bucket_count(spec: TableSpec) -> Column:
+    """The bucket count of each row's partition: the table's, a per-partition override, or NULL (plain)."""
+    from pyspark.sql import functions as F
+
+    bucket = spec.bucket
+    assert bucket is not None
+    count: Column = F.lit(bucket.count)
+    for item in bucket.partition_counts:
+        count = F.when(_is_partition(spec, item.partition), F.lit(item.count)).otherwise(count)
+    if bucket.from_partition is not None:
+        count = F.when(F.coalesce(_at_or_after(spec, bucket.from_partition), F.lit(False)), count)
+    return count.cast("int")
+
+
+def _literal(spec: TableSpec, column: str, text: str | None) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.lit(text).cast(spec.column(column).type)
+
+
+def _is_partition(spec: TableSpec, values: Mapping[str, str | None]) -> Column:
+    from pyspark.sql import functions as F
+
+    cond: Column = F.lit(True)
+    for column in spec.partition_columns:
+        cond = cond & F.col(f"`{column}`").eqNullSafe(_literal(spec, column, values.get(column)))
+    return cond
+
+
+def _at_or_after(spec: TableSpec, start: Mapping[str, str | None]) -> Column:
+    """Partition tuple >= `start`, compared column by column on typed values (NULL if a value is null)."""
+    from pyspark.sql import functions as F
+
+    columns = list(spec.partition_columns)
+    values = [start.get(c) for c in columns]
+    cond: Column = F.col(f"`{columns[-1]}`") >= _literal(spec, columns[-1], values[-1])
+    for column, value in zip(reversed(columns[:-1]), reversed(values[:-1]), strict=True):
+        col, lit = F.col(f"`{column}`"), _literal(spec, column, value)
+        cond = (col > lit) | ((col == lit) & cond)
+    return cond

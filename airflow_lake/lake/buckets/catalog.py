@@ -1,0 +1,163 @@
+"""Reading a snapshot as a Spark bucketed table: a catalog table over exactly the files the scan selected.
+
+Spark plans a bucketed scan (bucket pruning, joins and aggregations without a shuffle) only for a catalog
+table with a bucket spec. Per read, we create one in the session's catalog (the in-memory catalog is
+enough; it lives as long as the session) whose `LOCATION` is the table root and whose `pathGlobFilter`
+names exactly the selected files, so replaced files and files of pending instants, which share the
+partition directories, are never read. Two Spark facts make this exact:
+
+- `spark.sql.hive.manageFilesourcePartitions` is false while the table is created, so the table does not
+  track partitions in the catalog (with it, Spark ignores `pathGlobFilter` on partitioned tables and reads
+  every file of the partition directories). The table keeps that for its life; the setting is restored.
+- Spark silently skips a file whose bucket id (from its name) is >= the registered count, so the files of
+  one catalog table all share one bucketing (`Bucketing`), and an id out of range is an error here.
+
+A read whose files do not share one bucketing (plain partitions of a table bucketed from a partition on,
+partitions with their own counts) is the union of one scan per bucketing: every row, bucket pruning in
+each part, but a join or group-by above the union shuffles (Spark keeps no partitioning across a union of
+different bucketings).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import reduce
+from typing import TYPE_CHECKING
+
+from airflow_lake.lake.buckets.bucketing import Bucketing
+from airflow_lake.lake.errors import LakeError
+from airflow_lake.lake.files import DataFile
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from airflow_lake.lake.scan import Scan
+    from airflow_lake.lake.spec import TableSpec
+
+log = logging.getLogger(__name__)
+MANAGE_PARTITIONS = "spark.sql.hive.manageFilesourcePartitions"
+# Session settings that let Spark use the buckets fully: bucket pruning shows (and is kept) for point
+# queries, and joins of tables whose counts are multiples (8 x 16) coalesce instead of shuffling.
+READ_CONF = {
+    "spark.sql.sources.bucketing.autoBucketedScan.enabled": "false",
+    "spark.sql.bucketing.coalesceBucketsInJoin.enabled": "true",
+}
+_GLOB_SPECIAL = set("\\{}[]*?,")
+
+
+@dataclass(frozen=True)
+class Part:
+    """Files of a read that share one bucketing (None: plain files)."""
+
+    bucketing: Bucketing | None
+    files: tuple[DataFile, ...]
+
+
+def file_bucketing(data_file: DataFile, spec: TableSpec) -> Bucketing | None:
+    """The bucketing a file was written with (files from before files recorded it: the spec's)."""
+    if data_file.bucket is None:
+        return None
+    if data_file.bucketing is not None:
+        return Bucketing.parse(data_file.bucketing)
+    if spec.bucket is None:
+        raise LakeError(f"file {data_file.path!r} has bucket {data_file.bucket} but the table has no bucket spec.")
+    return spec.bucket.bucketing()
+
+
+def split_by_bucketing(files: Sequence[DataFile], spec: TableSpec) -> list[Part]:
+    """The files grouped by bucketing, the largest group first."""
+    groups: dict[Bucketing | None, list[DataFile]] = {}
+    for data_file in files:
+        bucketing = file_bucketing(data_file, spec)
+        if bucketing is not None and not 0 <= int(data_file.bucket or 0) < bucketing.count:
+            raise LakeError(f"file {data_file.path!r} has bucket id {data_file.bucket}, outside its "
+                            f"{bucketing.count} buckets; Spark would skip it. The table's metadata is damaged.")
+        groups.setdefault(bucketing, []).append(data_file)
+    return [Part(b, tuple(fs)) for b, fs in sorted(groups.items(), key=lambda kv: -len(kv[1]))]
+
+
+def scan_df(spark: SparkSession, scan: Scan) -> DataFrame:
+    """The scan's rows, as a bucketed scan where its files share a bucketing; the scan's filters applied."""
+    spec = scan.snapshot.spec
+    parts = split_by_bucketing(scan.files, spec)
+    if not any(p.bucketing for p in parts):
+        return scan.to_df(spark)  # a plain read: Spark reads exactly the listed files
+    frames = [_part_df(spark, scan, part) for part in parts]
+    if len(frames) > 1:
+        log.info("the read spans %d bucketings (%s): read as a union; joins and aggregations above it shuffle",
+                 len(frames), ", ".join(p.bucketing.key() if p.bucketing else "plain" for p in parts))
+    df = reduce(lambda a, b: a.unionByName(b), frames)
+    return scan.apply_filters(df)
+
+
+def register(spark: SparkSession, scan: Scan, name: str) -> DataFrame:
+    """Register the scan's rows as the temporary view `name` (bucketed as `scan_df`); return its DataFrame."""
+    df = scan_df(spark, scan)
+    df.createOrReplaceTempView(name)
+    return df
+
+
+def _part_df(spark: SparkSession, scan: Scan, part: Part) -> DataFrame:
+    spec = scan.snapshot.spec
+    if part.bucketing is None:
+        plain = type(scan)(scan.storage, scan.snapshot, (), part.files)
+        return plain.to_df(spark)
+    table = f"lake_{uuid.uuid4().hex}"
+    columns = ", ".join(f"{_ident(c.name)} {c.type}" for c in spec.columns)
+    partitioned = f"PARTITIONED BY ({', '.join(map(_ident, spec.partition_columns))}) " \
+        if spec.partition_columns else ""
+    statement = (
+        f"CREATE TABLE {_ident(table)} ({columns}) USING parquet {partitioned}"
+        f"CLUSTERED BY ({', '.join(map(_ident, part.bucketing.columns))}) INTO {part.bucketing.count} BUCKETS "
+        f"LOCATION {_string(scan.storage.uri(''))} "
+        f"OPTIONS (pathGlobFilter {_string(_glob([os.path.basename(f.path) for f in part.files]))})"
+    )
+    before = spark.conf.get(MANAGE_PARTITIONS, None)
+    spark.conf.set(MANAGE_PARTITIONS, "false")
+    try:
+        spark.sql(statement)
+    finally:
+        if before is None:
+            spark.conf.unset(MANAGE_PARTITIONS)
+        else:
+            spark.conf.set(MANAGE_PARTITIONS, before)
+    return spark.table(_ident(table)).select(*[_ident(c) for c in spec.column_names])
+
+
+def _ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _string(text: str) -> str:
+    """A Spark SQL string literal (backslash escapes are on by default)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _glob_escape(name: str) -> str:
+    return "".join("\\" + ch if ch in _GLOB_SPECIAL else ch for ch in name)
+
+
+def _glob(names: Sequence[str]) -> str:
+    """A Hadoop glob matching exactly `names`, shaped as a trie ({a{b,c},d}) so matching stays fast with
+    thousands of names (a flat {n1,...,nK} makes every file try every name)."""
+    unique = sorted(set(names))
+    if not unique:
+        raise LakeError("a bucketed read needs at least one file.")
+    return _trie(unique, 0)
+
+
+def _trie(names: list[str], depth: int) -> str:
+    if len(names) == 1:
+        return _glob_escape(names[0][depth:])
+    prefix = os.path.commonprefix([n[depth:] for n in names])  # noqa: RUF071  (character-wise is meant)
+    depth += len(prefix)
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(name[depth:depth + 1], []).append(name)
+    branches = [_trie(group, depth) for _, group in sorted(groups.items())]
+    head = _glob_escape(prefix)
+    return head + branches[0] if len(branches) == 1 else head + "{" + ",".join(branches) + "}"
