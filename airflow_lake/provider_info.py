@@ -21,6 +21,7 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [{"integration-name": "Airflow Lake", "python-modules": ["airflow_lake.hooks.lake"]}],
         "operators": [
             {"integration-name": "Airflow Lake",
-             "python-modules": ["airflow_lake.operators.write", "airflow_lake.operators.table"]},
+             "python-modules": ["airflow_lake.operators.write", "airflow_lake.operators.table",
+                                "airflow_lake.operators.bucket_rewrite"]},
         ],
     }

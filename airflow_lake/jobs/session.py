@@ -6,6 +6,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from airflow_lake.lake.buckets.catalog import READ_CONF
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -13,6 +15,7 @@ if TYPE_CHECKING:
 DEFAULT_CONF = {
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
     "spark.sql.session.timeZone": "UTC",
+    **READ_CONF,  # queries of operations use the buckets of lake tables fully
 }
 
 

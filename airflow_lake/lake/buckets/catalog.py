@@ -41,10 +41,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 MANAGE_PARTITIONS = "spark.sql.hive.manageFilesourcePartitions"
 # Session settings that let Spark use the buckets fully: bucket pruning shows (and is kept) for point
-# queries, and joins of tables whose counts are multiples (8 x 16) coalesce instead of shuffling.
+# queries, joins of tables whose counts are multiples (8 x 16) coalesce instead of shuffling, and joins on
+# more keys than the bucket keys (k, dt = k, dt on tables bucketed by k) keep the buckets.
 READ_CONF = {
     "spark.sql.sources.bucketing.autoBucketedScan.enabled": "false",
     "spark.sql.bucketing.coalesceBucketsInJoin.enabled": "true",
+    "spark.sql.requireAllClusterKeysForCoPartition": "false",
 }
 _GLOB_SPECIAL = set("\\{}[]*?,")
 
