@@ -131,14 +131,10 @@ def bucket_rewrite(table: LakeTable, spark: SparkSession, *, partitions: Any = N
     spec = table.spec
     selection = PartitionSelection.parse(partitions, spec)
     target = new_spec(spec, bucket, selection)
+    _choose(selection, spec, target, table.snapshot().files)  # refuse bad input before an instant starts
     txn = table.begin("replace", OPERATION, request_id=request_id)
     try:
-        base = txn.base_files
-        existing = list({f.partition_key(): dict(f.partition) for f in base}.values())
-        chosen = selection.select(target, existing)
-        keys = {_key(p) for p in chosen}
-        old = [f for f in base if _key(f.partition) in keys]
-        _check_counts_with_kept(target, spec, [f for f in base if _key(f.partition) not in keys])
+        chosen, old = _choose(selection, spec, target, txn.base_files)
         if not old and target == spec:
             txn.abort()
             log.info("bucket_rewrite of %s: no partition chosen and the spec is unchanged; nothing to do", table.url)
@@ -190,6 +186,19 @@ def _check_counts_with_kept(target: TableSpec, spec: TableSpec, kept: Sequence[D
         if bucketing is not None and bucketing.columns == columns:
             counts.add(bucketing.count)
     check_multiples(counts, "bucket.count")
+
+
+def _choose(selection: PartitionSelection, spec: TableSpec, target: TableSpec, files: Sequence[DataFile]
+            ) -> tuple[list[Partition], list[DataFile]]:
+    """The chosen partitions and their files; the new counts checked against the partitions kept."""
+    chosen = selection.select(target, _partitions(files))
+    keys = {_key(p) for p in chosen}
+    _check_counts_with_kept(target, spec, [f for f in files if _key(f.partition) not in keys])
+    return chosen, [f for f in files if _key(f.partition) in keys]
+
+
+def _partitions(files: Sequence[DataFile]) -> list[Partition]:
+    return list({f.partition_key(): dict(f.partition) for f in files}.values())
 
 
 def _key(part: Mapping[str, str | None]) -> tuple[tuple[str, str | None], ...]:
