@@ -21,6 +21,7 @@ from typing import Any
 
 from airflow_lake import cli_format as fmt
 from airflow_lake.lake import instants
+from airflow_lake.lake.buckets.bucketing import file_bucketing
 from airflow_lake.lake.errors import LakeError, LakeSpecError
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.spec import DEFAULT_PROPERTIES
@@ -61,12 +62,16 @@ def files_data(table: LakeTable, as_of: str | None) -> Data:
         for data_file in files:
             buckets.setdefault(data_file.bucket, []).append(data_file)
         partition = dict(key)
+        counts = sorted({b.count for f in files if (b := file_bucketing(f, snap.spec)) is not None})
         partitions.append({
             "partition": partition,
             "name": fmt.partition_label(partition, snap.spec.partition_columns),
+            # the partition's bucket count(s): [] plain, [8], or several after a change not yet rewritten
+            "bucket_counts": counts,
+            "plain_files": sum(1 for f in files if f.bucket is None),
             **_summary(files),
             "buckets": [{"bucket": b, **_summary(buckets[b])}
-                        for b in sorted(buckets, key=lambda b: -1 if b is None else b)] if bucketed else [],
+                        for b in sorted(buckets, key=lambda b: -1 if b is None else b)] if bucketed or counts else [],
         })
     return {
         "table": table.url, "seq": snap.seq, "instant": snap.instant, "completed_at": snap.completed_at,

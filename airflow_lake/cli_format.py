@@ -111,15 +111,21 @@ def render_files(data: Mapping[str, Any]) -> str:
         return f"{head}\nno live files"
     rows = []
     for part in data["partitions"]:
-        rows.append([part["name"], "", fmt_count(part["files"]), fmt_count(part["rows"]), fmt_bytes(part["bytes"])])
-        rows.extend(["", str(b["bucket"]) if b["bucket"] is not None else "-", fmt_count(b["files"]),
+        counts = part.get("bucket_counts") or []
+        count_text = "+".join(str(c) for c in counts) + ("+plain" if counts and part.get("plain_files") else "")
+        rows.append([part["name"], count_text or "plain", "", fmt_count(part["files"]), fmt_count(part["rows"]),
+                     fmt_bytes(part["bytes"])])
+        rows.extend(["", "", str(b["bucket"]) if b["bucket"] is not None else "-", fmt_count(b["files"]),
                      fmt_count(b["rows"]), fmt_bytes(b["bytes"])] for b in part["buckets"])
     totals = data["totals"]
-    rows.append([f"total ({totals['partitions']} partition(s))", "", fmt_count(totals["files"]),
+    rows.append([f"total ({totals['partitions']} partition(s))", "", "", fmt_count(totals["files"]),
                  fmt_count(totals["rows"]), fmt_bytes(totals["bytes"])])
-    bucket_header = "BUCKET" if data["bucket_count"] is None else f"BUCKET (of {data['bucket_count']})"
-    table = render_table(["PARTITION", bucket_header, "FILES", "ROWS", "SIZE"], rows, right={1, 2, 3, 4})
+    table = render_table(["PARTITION", "BUCKETS", "BUCKET", "FILES", "ROWS", "SIZE"], rows, right={2, 3, 4, 5})
     return f"{head}\n\n{table}"
+
+
+def _partition_text(values: Mapping[str, Any]) -> str:
+    return "/".join(f"{k}={v}" for k, v in values.items())
 
 
 def render_show(data: Mapping[str, Any]) -> str:
@@ -128,7 +134,9 @@ def render_show(data: Mapping[str, Any]) -> str:
     bucket = spec["bucket"]
     bucket_text = "-" if not bucket else (
         f"{bucket['count']} buckets by {fmt_list(bucket['columns'])}"
-        + (f", sorted by {fmt_list(bucket['sort_columns'])}" if bucket["sort_columns"] else ""))
+        + (f", sorted by {fmt_list(bucket['sort_columns'])}" if bucket["sort_columns"] else "")
+        + (f", from {_partition_text(bucket['from_partition'])} on" if bucket.get("from_partition") else "")
+        + "".join(f", {c['count']} in {_partition_text(c['partition'])}" for c in bucket.get("partition_counts", ())))
     pending = data["pending"]
     merge = [f"{col}={op}" for col, op in sorted(spec["merge_operators"].items())]
     facts = [

@@ -133,9 +133,9 @@ def test_files_text_per_partition_and_bucket(table: LakeTable, capsys: pytest.Ca
 
     assert (code, err) == (0, "")
     assert f"snapshot 2 (instant {table.commit_log.read(2).instant}" in out
-    assert row(out, "PARTITION") == ["PARTITION", "BUCKET", "(of", "4)", "FILES", "ROWS", "SIZE"]
-    assert row(out, "dt=a") == ["dt=a", "3", "35", "350", "B"]
-    assert row(out, "dt=b") == ["dt=b", "1", "7", "70", "B"]
+    assert row(out, "PARTITION") == ["PARTITION", "BUCKETS", "BUCKET", "FILES", "ROWS", "SIZE"]
+    assert row(out, "dt=a") == ["dt=a", "4", "3", "35", "350", "B"]  # 4 buckets, 3 files
+    assert row(out, "dt=b") == ["dt=b", "4", "1", "7", "70", "B"]
     lines = out.splitlines()
     under_a = lines[lines.index(next(x for x in lines if x.startswith("dt=a"))) + 1:][:2]
     assert [x.split() for x in under_a] == [["1", "1", "10", "100", "B"], ["3", "2", "25", "250", "B"]]
@@ -158,6 +158,25 @@ def test_files_json(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> Non
     assert part_a["buckets"] == [{"bucket": 1, "files": 1, "rows": 10, "bytes": 100},
                                  {"bucket": 3, "files": 2, "rows": 25, "bytes": 250}]
     assert part_b["buckets"] == [{"bucket": 0, "files": 1, "rows": 7, "bytes": 70}]
+    assert (part_a["bucket_counts"], part_a["plain_files"]) == ([4], 0)
+
+
+def test_files_shows_each_partitions_bucket_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lake = LakeTable.create(str(tmp_path / "t"), {**BUCKETED, "bucket": {
+        "columns": ["id"], "count": 8, "from_partition": {"dt": "b"},
+        "partition_counts": [{"partition": {"dt": "c"}, "count": 16}]}})
+    txn = lake.begin("commit", "write")
+    files = [DataFile(f"dt={dt}/part-{txn.instant}-t-{n:05d}{'' if b is None else f'_{b:05d}'}.parquet",
+                      {"dt": dt}, 5, 50, bucket=b, instant=txn.instant,
+                      bucketing=None if b is None else f"murmur3:{count}:id")
+             for n, (dt, b, count) in enumerate([("a", None, 0), ("b", 7, 8), ("c", 15, 16), ("c", 1, 16)])]
+    txn.commit(added=files)
+    _, out, _ = run(capsys, "files", lake.url)
+    assert row(out, "dt=a")[:3] == ["dt=a", "plain", "1"]
+    assert row(out, "dt=b")[:3] == ["dt=b", "8", "1"]
+    assert row(out, "dt=c")[:3] == ["dt=c", "16", "2"]
+    _, out, _ = run(capsys, "files", lake.url, "--json")
+    assert [p["bucket_counts"] for p in json.loads(out)["partitions"]] == [[], [8], [16]]
 
 
 def test_files_as_of_seq_and_instant(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
@@ -170,8 +189,8 @@ def test_files_as_of_seq_and_instant(table: LakeTable, capsys: pytest.CaptureFix
         assert [f["path"] for f in data["files"]] == [first.added[0].path]
         assert data["totals"] == {"files": 1, "rows": 10, "bytes": 100, "partitions": 1}
     _, out, _ = run(capsys, "files", table.url)
-    assert row(out, "dt=a") == ["dt=a", "2", "25", "250", "B"]
-    assert row(out, "dt=b") == ["dt=b", "2", "8", "80", "B"]
+    assert row(out, "dt=a") == ["dt=a", "4", "2", "25", "250", "B"]
+    assert row(out, "dt=b") == ["dt=b", "4", "2", "8", "80", "B"]
     _, out, _ = run(capsys, "files", table.url, "--as-of", "0")
     assert out.splitlines()[-1] == "no live files"
 
@@ -181,8 +200,8 @@ def test_files_unpartitioned_unbucketed(tmp_path: Path, capsys: pytest.CaptureFi
     commit(lake, [("", 3000, None), ("", 500, None)])
 
     _, out, _ = run(capsys, "files", lake.url)
-    assert row(out, "PARTITION") == ["PARTITION", "BUCKET", "FILES", "ROWS", "SIZE"]
-    assert row(out, "(unpartitioned)") == ["(unpartitioned)", "2", "3,500", "34.2", "KiB"]
+    assert row(out, "PARTITION") == ["PARTITION", "BUCKETS", "BUCKET", "FILES", "ROWS", "SIZE"]
+    assert row(out, "(unpartitioned)") == ["(unpartitioned)", "plain", "2", "3,500", "34.2", "KiB"]
     _, out, _ = run(capsys, "files", lake.url, "--json")
     assert json.loads(out)["partitions"][0]["buckets"] == []
 

@@ -69,17 +69,20 @@ def write(table: LakeTable, df: DataFrame, *, mode: str = "append", partitions: 
                       metadata={"mode": mode, "partitions": parts, **(metadata or {})})
     try:
         allowed = parts if isinstance(parts, list) else None
-        files = write_dataframe(conformed, table.storage, spec, txn.instant, allowed_partitions=allowed)
+        metrics: dict[str, Any] = {}
+        files = write_dataframe(conformed, table.storage, spec, txn.instant, allowed_partitions=allowed,
+                                metrics=metrics)
         base = txn.base_files
         if mode == "append":
-            return txn.commit(added=files, reads=reads)
+            return txn.commit(added=files, reads=reads, metrics=metrics)
         if parts is None:
-            return txn.commit(added=files, removed=[f.path for f in base], reads=reads, whole_table=True)
+            return txn.commit(added=files, removed=[f.path for f in base], reads=reads, whole_table=True,
+                              metrics=metrics)
         targets = [dict(p) for p in {f.partition_key(): f.partition for f in files}.values()] \
             if parts == DYNAMIC else parts
         assert isinstance(targets, list)
         removed = [f.path for f in files_in_partitions(base, targets)]
-        return txn.commit(added=files, removed=removed, reads=reads, overwrites=targets,
+        return txn.commit(added=files, removed=removed, reads=reads, overwrites=targets, metrics=metrics,
                           metadata={"overwritten_partitions": targets})
     except BaseException:
         txn.abort()

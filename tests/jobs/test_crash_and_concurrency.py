@@ -121,3 +121,41 @@ def test_two_concurrent_spark_submit_appends_both_land(spark: Any, table_path: s
     assert [e.seq for e in commits] == [1, 2]
     # the two writers overlapped: each started before the other completed
     assert commits[0].started_at < commits[1].completed_at and commits[1].started_at < commits[0].completed_at
+
+
+@pytest.mark.parametrize("point", ["during_place", "before_commit"])  # (a kill in Spark's writer: tested above)
+def test_sigkill_during_a_bucket_rewrite_leaves_the_table_as_before(
+        spark: Any, table_path: str, tmp_path: Path, point: str) -> None:
+    new_table(table_path)
+    rows = 600_000 if point == "during_write" else 300
+    ids = list(range(rows))
+    run(spark, "write", {"table": table_path, "source": {"path": write_source(
+        tmp_path / "a.parquet", ids, ["d1", "d2", "d3"] * (rows // 3))}})
+    before_files = parquet_files_on_disk(table_path)
+    before_spec = LakeTable.open(table_path).spec
+    flag = tmp_path / "reached"
+    env = {} if point == "during_write" else {"AIRFLOW_LAKE_FAULT_POINT": point, "AIRFLOW_LAKE_FAULT_FLAG": str(flag)}
+    spec = {"table": table_path, "partitions": {"from": {"dt": "d2"}}, "bucket": {"columns": ["id"], "count": 8}}
+    proc = start_submit("bucket_rewrite", spec, env=env, log=tmp_path / "spark-submit.log")
+    if point == "during_write":
+        wait_for_glob(Path(table_path, "_lake", "staging"), "**/*.parquet", proc)
+    else:
+        wait_for_file(flag, proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+
+    table = LakeTable.open(table_path)
+    assert table.spec == before_spec and table.spec.bucket is None  # the spec change did not land
+    assert table_ids(spark, table_path) == ids  # every row, once, as before
+    assert {f.path for f in table.snapshot().files} == before_files
+    assert len(pending(table.storage)) == 1
+
+    time.sleep(TIMEOUT + 0.5)  # the killed writer's heartbeat goes stale; the next writer cleans its debris
+    run(spark, "bucket_rewrite", spec)
+    table = LakeTable.open(table_path)
+    assert table_ids(spark, table_path) == ids
+    assert pending(table.storage) == []
+    assert parquet_files_on_disk(table_path) == {f.path for f in table.snapshot().files} | (
+        before_files - {f.path for f in table.snapshot().files})  # only live files and the replaced ones
+    assert {f.bucket for f in table.snapshot().files if f.partition["dt"] != "d1"} == set(range(8))
+    assert not any(Path(table_path, "_lake", "staging").iterdir())

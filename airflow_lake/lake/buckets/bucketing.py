@@ -10,8 +10,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airflow_lake.lake.errors import LakeError, LakeSpecError
+from airflow_lake.lake.files import DataFile
+
+if TYPE_CHECKING:
+    from airflow_lake.lake.spec import TableSpec
 
 MURMUR3 = "murmur3"  # Spark's `hash()`: what Spark reads as a bucketed table
 HASHES = (MURMUR3,)
@@ -47,3 +52,14 @@ def check_multiples(counts: Iterable[int], field: str) -> None:
             raise LakeSpecError(field, f"bucket counts {small} and {big} are not multiples of each other.",
                                 "Use counts that divide each other, best powers of two (8, 16, 32), so that "
                                 "joins across them keep their buckets.")
+
+
+def file_bucketing(data_file: DataFile, spec: TableSpec) -> Bucketing | None:
+    """The bucketing a file was written with (files from before files recorded it: the spec's)."""
+    if data_file.bucket is None:
+        return None
+    if data_file.bucketing is not None:
+        return Bucketing.parse(data_file.bucketing)
+    if spec.bucket is None:
+        raise LakeError(f"file {data_file.path!r} has bucket {data_file.bucket} but the table has no bucket spec.")
+    return spec.bucket.bucketing()

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from airflow_lake.lake.buckets.bucketing import Bucketing
+from airflow_lake.lake.buckets.bucketing import Bucketing, file_bucketing
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.files import DataFile
 
@@ -57,17 +57,6 @@ class Part:
 
     bucketing: Bucketing | None
     files: tuple[DataFile, ...]
-
-
-def file_bucketing(data_file: DataFile, spec: TableSpec) -> Bucketing | None:
-    """The bucketing a file was written with (files from before files recorded it: the spec's)."""
-    if data_file.bucket is None:
-        return None
-    if data_file.bucketing is not None:
-        return Bucketing.parse(data_file.bucketing)
-    if spec.bucket is None:
-        raise LakeError(f"file {data_file.path!r} has bucket {data_file.bucket} but the table has no bucket spec.")
-    return spec.bucket.bucketing()
 
 
 def split_by_bucketing(files: Sequence[DataFile], spec: TableSpec) -> list[Part]:

@@ -19,8 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake.buckets.bucketing import check_multiples
-from airflow_lake.lake.buckets.catalog import file_bucketing
+from airflow_lake.lake.buckets.bucketing import check_multiples, file_bucketing
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.log import LogEntry

@@ -51,7 +51,7 @@ def file_rows_in_their_bucket(spark: Any, table: LakeTable) -> None:
     """Assert that every bucketed file holds only rows of the bucket its name says, computed by Spark."""
     from pyspark.sql import functions as F
 
-    from airflow_lake.lake.buckets.catalog import file_bucketing
+    from airflow_lake.lake.buckets.bucketing import file_bucketing
 
     snap = table.snapshot()
     for data_file in snap.files:
