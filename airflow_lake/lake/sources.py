@@ -26,6 +26,9 @@ class TableRef:
     name: str
     path: str
     as_of: int | str | None = None
+    # filters the scan applies (and prunes files and partitions with): choosing partitions here keeps a
+    # read of a table bucketed from a partition on, or with per-partition counts, one bucketed scan
+    filters: tuple[tuple[Any, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,10 +75,17 @@ class Source:
             if isinstance(ref, str):
                 refs.append(TableRef(name, ref))
             elif isinstance(ref, Mapping) and isinstance(ref.get("path"), str):
-                refs.append(TableRef(name, ref["path"], ref.get("as_of")))
+                unknown = sorted(str(k) for k in ref if k not in ("path", "as_of", "filters"))
+                if unknown:
+                    raise LakeSpecError(f"{where}.{unknown[0]}", "unknown key.", "Use path, as_of and filters.")
+                filters = ref.get("filters") or []
+                if not isinstance(filters, list) or not all(isinstance(f, list | tuple) for f in filters):
+                    raise LakeSpecError(f"{where}.filters", f"{filters!r} is not a list of filters.",
+                                        "Give [['dt', '>=', '2024-06-01'], ...].")
+                refs.append(TableRef(name, ref["path"], ref.get("as_of"), tuple(tuple(f) for f in filters)))
             else:
                 raise LakeSpecError(where, f"{ref!r} is not a table reference.",
-                                    "Give a path, or {'path': ..., 'as_of': ...}.")
+                                    "Give a path, or {'path': ..., 'as_of': ..., 'filters': [...]}.")
         assert query is not None
         return cls(query=query, tables=tuple(refs))
 
@@ -91,7 +101,7 @@ def load(spark: SparkSession, source: Source, spec: TableSpec) -> tuple[DataFram
     reads: dict[str, list[str]] = {}
     for ref in source.tables:
         table = LakeTable.open(ref.path)
-        scan = table.scan(as_of=ref.as_of)
+        scan = table.scan(filters=ref.filters or None, as_of=ref.as_of)
         register(spark, scan, ref.name)  # bucketed where the table is
         reads.setdefault(table.url, []).extend(f.path for f in scan.files)
     assert source.query is not None

@@ -53,18 +53,20 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     """Write `df` (already conformed to `spec`) as files of `instant`; return them with their stats.
 
     A bucketed table's rows go to the bucketing of their partition (`TableSpec.bucketing_for`, decided in
-    the Spark job); `metrics` (if given) gets `write_exchanges`, the shuffles the write adds to the plan.
+    the Spark job); `metrics` (if given) gets `query_exchanges`, the shuffles in the plan of `df`, and
+    `write_exchanges`, the shuffles the write adds to it.
 
     Raises `LakeSchemaError` / `LakeSpecError` for data the table refuses; nothing is placed then.
     """
     keys = list(spec.partition_columns)
     df = _refuse_bad_partition_strings(df, spec)
-    exchanges_before = shuffles(plan_text(df)) if spec.bucket is not None else 0
+    exchanges_before = shuffles(plan_text(df)) if metrics is not None else 0
     if spec.bucket is not None:
         df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN)
         keys += [COUNT_COLUMN, BUCKET_COLUMN] if varying_counts(spec) else [BUCKET_COLUMN]
-    if metrics is not None and spec.bucket is not None:
-        metrics["write_exchanges"] = shuffles(plan_text(df)) - exchanges_before
+    if metrics is not None:  # shuffles of the query that made the rows, and shuffles the write added
+        metrics["query_exchanges"] = exchanges_before
+        metrics["write_exchanges"] = shuffles(plan_text(df)) - exchanges_before if spec.bucket is not None else 0
     write_id = uuid.uuid4().hex[:8]
     stage = f"{instants.staging_dir(instant)}/{write_id}"
     faults.reach("before_write")

@@ -198,3 +198,21 @@ def test_a_writer_that_started_before_a_spec_change_retries(spark: Any, tmp_path
     with pytest.raises(LakeCommitConflict, match="changed the table spec meanwhile"):
         txn.commit(added=files)
     txn.abort()
+
+
+def test_a_query_over_the_bucketed_partitions_of_a_table_bucketed_from_a_partition_on_does_not_shuffle(
+        spark: Any, tmp_path: Path) -> None:
+    table = plain_table(spark, tmp_path / "t")
+    bucket_rewrite(table, spark, partitions={"from": {"dt": "d2"}}, bucket={"columns": ["k"], "count": 8})
+    out = make(tmp_path / "out", partitioned=False, schema="k BIGINT, total BIGINT")
+    query = "SELECT k, sum(v) AS total FROM t GROUP BY k"
+    bucketed = run(spark, "write", {"table": out.url, "source": {"query": query, "tables": {
+        "t": {"path": table.url, "filters": [["dt", ">=", "d2"]]}}}})
+    assert bucketed["query_exchanges"] == 0 and bucketed["write_exchanges"] == 0
+    assert bucketed["rows_added"] == 240
+    everything = run(spark, "write", {"table": out.url, "mode": "overwrite", "source": {
+        "query": query, "tables": {"t": table.url}}})  # plain d1 too: a union, which Spark shuffles
+    assert everything["query_exchanges"] > 0 and everything["rows_added"] == 240
+    with pytest.raises(LakeSpecError, match="unknown key"):
+        run(spark, "write", {"table": out.url, "source": {"query": query, "tables": {
+            "t": {"path": table.url, "filter": []}}}})
