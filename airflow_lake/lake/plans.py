@@ -26,3 +26,26 @@ def plan_text(df: DataFrame) -> str:
 def shuffles(plan: str) -> int:
     """How many shuffle Exchanges a plan text holds."""
     return len(_SHUFFLE.findall(plan))
+
+
+def hash_partitioning(df: DataFrame) -> tuple[list[str], int] | None:
+    """The columns and count `df`'s rows are hash-partitioned by, as Spark plans it (e.g. a bucketed scan,
+    or a group-by on its bucket key), if they are output columns; None if not, or unknown (Spark Connect)."""
+    if getattr(df, "_explain_string", None) is not None or not hasattr(df, "_jdf"):
+        return None
+    plan = df._jdf.queryExecution().executedPlan()
+    if plan.getClass().getSimpleName() == "AdaptiveSparkPlanExec":
+        plan = plan.inputPlan()  # before it runs, AQE reports no partitioning; the plan it starts from does
+    partitioning = plan.outputPartitioning()
+    if partitioning.getClass().getSimpleName() != "HashPartitioning":
+        return None
+    output = plan.output()
+    names = {output.apply(i).exprId().id(): output.apply(i).name() for i in range(output.size())}
+    expressions = partitioning.expressions()
+    columns = []
+    for i in range(expressions.size()):
+        expression = expressions.apply(i)
+        if expression.getClass().getSimpleName() != "AttributeReference" or expression.exprId().id() not in names:
+            return None  # a computed or projected-away key: not what the table's columns hash to
+        columns.append(str(names[expression.exprId().id()]))
+    return columns, int(partitioning.numPartitions())

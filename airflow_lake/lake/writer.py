@@ -41,8 +41,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 BUCKET_COLUMN = "__lake_bucket"
 COUNT_COLUMN = "__lake_buckets"
-# Spark writes timestamps as INT96 by default, which gets no footer stats; TIMESTAMP_MICROS does.
-WRITE_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+# Spark writes timestamps as INT96 by default, which gets no footer stats; TIMESTAMP_MICROS does. A
+# bucketed scan feeding a bucketed write stays bucketed (Spark would otherwise turn it into a plain scan,
+# since nothing above it asks for the distribution once the write needs no shuffle: `assign_buckets`).
+WRITE_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+              "spark.sql.sources.bucketing.autoBucketedScan.enabled": "false"}
 DATA_ERROR = "AIRFLOW_LAKE_DATA_ERROR"
 _DATA_ERROR_TEXT = re.compile(DATA_ERROR + r": ([^\n]*?)(?:\s*SQLSTATE|\n|$)")
 
@@ -59,18 +62,18 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     Raises `LakeSchemaError` / `LakeSpecError` for data the table refuses; nothing is placed then.
     """
     keys = list(spec.partition_columns)
-    df = _refuse_bad_partition_strings(df, spec)
-    exchanges_before = shuffles(plan_text(df)) if metrics is not None else 0
-    if spec.bucket is not None:
-        df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN)
-        keys += [COUNT_COLUMN, BUCKET_COLUMN] if varying_counts(spec) else [BUCKET_COLUMN]
-    if metrics is not None:  # shuffles of the query that made the rows, and shuffles the write added
-        metrics["query_exchanges"] = exchanges_before
-        metrics["write_exchanges"] = shuffles(plan_text(df)) - exchanges_before if spec.bucket is not None else 0
     write_id = uuid.uuid4().hex[:8]
     stage = f"{instants.staging_dir(instant)}/{write_id}"
-    faults.reach("before_write")
-    with _session_conf(df.sparkSession, WRITE_CONF):
+    with _session_conf(df.sparkSession, WRITE_CONF):  # (plans below are made with these settings too)
+        df = _refuse_bad_partition_strings(df, spec)
+        exchanges_before = shuffles(plan_text(df)) if metrics is not None else 0
+        if spec.bucket is not None:
+            df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN)
+            keys += [COUNT_COLUMN, BUCKET_COLUMN] if varying_counts(spec) else [BUCKET_COLUMN]
+        if metrics is not None:  # shuffles of the query that made the rows, and shuffles the write added
+            metrics["query_exchanges"] = exchanges_before
+            metrics["write_exchanges"] = shuffles(plan_text(df)) - exchanges_before
+        faults.reach("before_write")
         writer = df.write.mode("error").format("parquet")  # "errorifexists" is unknown to Spark Connect
         if keys:
             writer = writer.partitionBy(*keys)

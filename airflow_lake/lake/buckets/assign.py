@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from airflow_lake.lake.plans import hash_partitioning
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
@@ -40,6 +42,10 @@ def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_col
     else:
         levels = parts
         df = df.withColumn(bucket_column, F.pmod(hashed, F.lit(bucket.count)))
+    if not varying_counts(spec) and _hashed_like_buckets(df, spec):
+        # LAS "write-side shuffle elimination": every task already holds exactly one bucket (Spark's hash
+        # partitioning is pmod(hash(keys), n), the bucket id), so each task writes one file per partition.
+        return df.sortWithinPartitions(*levels, F.col(bucket_column), *[F.col(f"`{c}`") for c in bucket.sort_columns])
     # Plain partitions (count NULL) are still spread over `count` tasks, so one big partition is not one task.
     spread = F.coalesce(F.col(bucket_column), F.pmod(hashed, F.lit(bucket.count)))
     df = df.repartition(*levels, spread)
@@ -86,3 +92,12 @@ def _at_or_after(spec: TableSpec, start: Mapping[str, str | None]) -> Column:
         col, lit = F.col(f"`{column}`"), _literal(spec, column, value)
         cond = (col > lit) | ((col == lit) & cond)
     return cond
+
+
+def _hashed_like_buckets(df: DataFrame, spec: TableSpec) -> bool:
+    """Whether `df` is already hash-partitioned by exactly the bucket columns into the bucket count."""
+    bucket = spec.bucket
+    assert bucket is not None
+    found = hash_partitioning(df)
+    return found is not None and found[1] == bucket.count and \
+        [c.lower() for c in found[0]] == [c.lower() for c in bucket.columns]
