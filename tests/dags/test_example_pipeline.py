@@ -54,6 +54,8 @@ def test_example_pipeline_runs_in_airflow_dags_test(tmp_path: Path) -> None:
         assert all(len(c) == attempt for c in commits.values()), commits
         if attempt == 2:  # overwrite of the day's partition: the rerun replaced exactly what the first wrote
             assert all(c[1].metrics["rows_removed"] == c[0].metrics["rows_added"] for c in commits.values())
+        dws_commit = commits["dws_customer_daily"][-1].metrics  # bucketed dwd -> bucketed dws: no shuffle
+        assert (dws_commit["query_exchanges"], dws_commit["write_exchanges"]) == (0, 0), dws_commit
 
         raw = pq.read_table(tmp_path / "landing" / "orders" / "dt=2024-03-01" / "orders.parquet").to_pylist()
         assert len(rows(lake["ods_orders"])) == 400
