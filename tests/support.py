@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -74,3 +75,17 @@ def parquet_files_on_disk(path: str) -> set[str]:
     """Relative paths of every Parquet file under a table root, outside _lake."""
     root = Path(path)
     return {str(p.relative_to(root)) for p in root.rglob("*.parquet") if "_lake" not in p.parts}
+
+
+def submit_and_kill(operation: str, spec: Mapping[str, Any], point: str, table_path: str, work: Path) -> None:
+    """Run `operation` under spark-submit and SIGKILL all of it at `point`: a fault point (`faults.POINTS`),
+    or "during_write", as soon as Spark's writer has a file open in the table's staging area."""
+    flag = work / "reached"
+    env = {} if point == "during_write" else {"AIRFLOW_LAKE_FAULT_POINT": point, "AIRFLOW_LAKE_FAULT_FLAG": str(flag)}
+    proc = start_submit(operation, spec, env=env, log=work / "spark-submit.log")
+    if point == "during_write":
+        wait_for_glob(Path(table_path, "_lake", "staging"), "**/*.parquet", proc)
+    else:
+        wait_for_file(flag, proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)

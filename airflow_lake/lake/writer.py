@@ -21,8 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake import faults, instants
@@ -32,11 +31,12 @@ from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.footers import read_footers
 from airflow_lake.lake.partitions import check_partition_value, parse_partition_dir, partition_dir
 from airflow_lake.lake.plans import plan_text, shuffles
+from airflow_lake.lake.spark_conf import session_conf
 from airflow_lake.lake.spec import TableSpec
 from airflow_lake.lake.storage import Storage
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
 BUCKET_COLUMN = "__lake_bucket"
@@ -64,7 +64,7 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     keys = list(spec.partition_columns)
     write_id = uuid.uuid4().hex[:8]
     stage = f"{instants.staging_dir(instant)}/{write_id}"
-    with _session_conf(df.sparkSession, WRITE_CONF):  # (plans below are made with these settings too)
+    with session_conf(df.sparkSession, WRITE_CONF):  # (plans below are made with these settings too)
         df = _refuse_bad_partition_strings(df, spec)
         exchanges_before = shuffles(plan_text(df)) if metrics is not None else 0
         if spec.bucket is not None:
@@ -213,20 +213,3 @@ def data_error(err: Exception) -> LakeError | None:
         return LakeSchemaError(match.group(1).strip())
     legacy = re.search(r"airflow_lake\.lake\.errors\.(LakeSchemaError|LakeSpecError): ([^\n]*)", text)
     return LakeSchemaError(legacy.group(2)) if legacy else None
-
-
-@contextmanager
-def _session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
-    """Set SQL confs for the duration of a write, then put back what the session had."""
-    before: dict[str, Any] = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -17,9 +15,8 @@ from tests.support import (
     FAST_HEARTBEAT,
     parquet_files_on_disk,
     start_submit,
+    submit_and_kill,
     table_ids,
-    wait_for_file,
-    wait_for_glob,
     write_source,
 )
 
@@ -51,16 +48,7 @@ def test_sigkill_leaves_table_readable_and_next_write_cleans_up(
     rows = 2_000_000 if point == "during_write" else 30  # enough for Spark's writer to run for seconds
     killed_ids = list(range(100, 100 + rows))
     source = write_source(tmp_path / "b.parquet", killed_ids, ["d1", "d2", "d3"] * (rows // 3) + ["d1"] * (rows % 3))
-    flag = tmp_path / "reached"
-    env = {} if point == "during_write" else {"AIRFLOW_LAKE_FAULT_POINT": point, "AIRFLOW_LAKE_FAULT_FLAG": str(flag)}
-    proc = start_submit("write", {"table": table_path, "source": {"path": source}}, env=env,
-                        log=tmp_path / "spark-submit.log")
-    if point == "during_write":  # kill as soon as Spark's writer has a file open in the staging area
-        wait_for_glob(Path(table_path, "_lake", "staging"), "**/*.parquet", proc)
-    else:
-        wait_for_file(flag, proc)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=60)
+    submit_and_kill("write", {"table": table_path, "source": {"path": source}}, point, table_path, tmp_path)
 
     table = LakeTable.open(table_path)
     killed = [i for i in table.timeline() if i.id not in {e.instant for e in table.entries_since(-1)[:2]}]
@@ -127,22 +115,13 @@ def test_two_concurrent_spark_submit_appends_both_land(spark: Any, table_path: s
 def test_sigkill_during_a_bucket_rewrite_leaves_the_table_as_before(
         spark: Any, table_path: str, tmp_path: Path, point: str) -> None:
     new_table(table_path)
-    rows = 600_000 if point == "during_write" else 300
-    ids = list(range(rows))
+    ids = list(range(300))
     run(spark, "write", {"table": table_path, "source": {"path": write_source(
-        tmp_path / "a.parquet", ids, ["d1", "d2", "d3"] * (rows // 3))}})
+        tmp_path / "a.parquet", ids, ["d1", "d2", "d3"] * 100)}})
     before_files = parquet_files_on_disk(table_path)
     before_spec = LakeTable.open(table_path).spec
-    flag = tmp_path / "reached"
-    env = {} if point == "during_write" else {"AIRFLOW_LAKE_FAULT_POINT": point, "AIRFLOW_LAKE_FAULT_FLAG": str(flag)}
     spec = {"table": table_path, "partitions": {"from": {"dt": "d2"}}, "bucket": {"columns": ["id"], "count": 8}}
-    proc = start_submit("bucket_rewrite", spec, env=env, log=tmp_path / "spark-submit.log")
-    if point == "during_write":
-        wait_for_glob(Path(table_path, "_lake", "staging"), "**/*.parquet", proc)
-    else:
-        wait_for_file(flag, proc)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=60)
+    submit_and_kill("bucket_rewrite", spec, point, table_path, tmp_path)
 
     table = LakeTable.open(table_path)
     assert table.spec == before_spec and table.spec.bucket is None  # the spec change did not land

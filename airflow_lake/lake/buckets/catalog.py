@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from airflow_lake.lake.buckets.bucketing import Bucketing, file_bucketing
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.files import DataFile
+from airflow_lake.lake.spark_conf import session_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -107,15 +108,8 @@ def _part_df(spark: SparkSession, scan: Scan, part: Part) -> DataFrame:
         f"LOCATION {_string(scan.storage.uri(''))} "
         f"OPTIONS (pathGlobFilter {_string(_glob([os.path.basename(f.path) for f in part.files]))})"
     )
-    before = spark.conf.get(MANAGE_PARTITIONS, None)
-    spark.conf.set(MANAGE_PARTITIONS, "false")
-    try:
+    with session_conf(spark, {MANAGE_PARTITIONS: "false"}):
         spark.sql(statement)
-    finally:
-        if before is None:
-            spark.conf.unset(MANAGE_PARTITIONS)
-        else:
-            spark.conf.set(MANAGE_PARTITIONS, before)
     return spark.table(_ident(table)).select(*[_ident(c) for c in spec.column_names])
 
 

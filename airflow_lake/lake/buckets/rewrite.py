@@ -147,6 +147,8 @@ def bucket_rewrite(table: LakeTable, spark: SparkSession, *, partitions: Any = N
                      sum(f.rows for f in old))
             files = write_dataframe(df, table.storage, target, txn.instant,
                                     allowed_partitions=chosen if spec.partition_columns else None, metrics=metrics)
+        metrics.update({"files_before": len(old), "files_after": len(files),
+                        "bytes_before": sum(f.bytes for f in old), "bytes_after": sum(f.bytes for f in files)})
         metrics["bucket_counts"] = bucket_counts(files, target)
         metrics["bucket_counts_before"] = bucket_counts(old, spec)
         metadata: dict[str, Any] = {"partitions": selection.to_dict()}

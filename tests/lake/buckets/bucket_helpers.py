@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from airflow_lake.lake import spark_conf
 from airflow_lake.lake.buckets.catalog import READ_CONF
 from airflow_lake.lake.table import LakeTable
 
@@ -14,20 +15,9 @@ from airflow_lake.lake.table import LakeTable
 PLAN_CONF = {**READ_CONF, "spark.sql.autoBroadcastJoinThreshold": "-1"}
 
 
-@contextmanager
-def session_conf(spark: Any, settings: Mapping[str, str] = PLAN_CONF) -> Iterator[None]:
-    """Set SQL confs for a block, then restore them."""
-    before = {k: spark.conf.get(k, None) for k in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+def session_conf(spark: Any, settings: Mapping[str, str] = PLAN_CONF) -> AbstractContextManager[None]:
+    """Set SQL confs (by default those that make bucket plans visible) for a block, then restore them."""
+    return spark_conf.session_conf(spark, settings)
 
 
 def rows_df(spark: Any, n: int, *, days: tuple[str, ...] = ("d1", "d2"), offset: int = 0) -> Any:

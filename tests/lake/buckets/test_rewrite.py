@@ -60,7 +60,9 @@ def test_bucketing_a_plain_table_from_a_partition_on(spark: Any, tmp_path: Path)
             assert values == sorted(values)  # sorted by the sort column
     assert entry.metrics["bucket_counts"] == {"dt=d2": 8, "dt=d3": 8}
     assert entry.metrics["bucket_counts_before"] == {"dt=d2": None, "dt=d3": None}
-    assert entry.metrics["files_removed"] == replaced and entry.metrics["files_added"] == 16
+    assert entry.metrics["files_removed"] == entry.metrics["files_before"] == replaced
+    assert entry.metrics["files_added"] == entry.metrics["files_after"] == 16
+    assert entry.metrics["bytes_after"] == sum(f.bytes for f in table.snapshot().files if f.bucket is not None)
 
     # new writes: later partitions bucketed, earlier ones stay plain
     table.write(rows_df(spark, 50, days=("d0", "d4"), offset=2))
