@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.jobs import registry
+from airflow_lake.lake.buckets.catalog import drop_read_tables, read_tables_mark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,6 +26,11 @@ def run(spark: SparkSession | None, operation: str, spec: Mapping[str, Any]) -> 
         spark = build_session(f"airflow-lake {operation}")
     started = time.monotonic()
     log.info("running %s on %s", operation, spec.get("table"))
-    metrics = op.execute(spark, parsed)
+    mark = read_tables_mark()
+    try:
+        metrics = op.execute(spark, parsed)
+    finally:
+        if spark is not None:  # a warm (Spark Connect) session must not keep a catalog table per read
+            drop_read_tables(spark, since=mark)
     log.info("%s finished in %.1f s: %s", operation, time.monotonic() - started, metrics)
     return metrics

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MANAGE_PARTITIONS = "spark.sql.hive.manageFilesourcePartitions"
+# Always the session catalog (a bucket spec needs it), whatever catalog or database the session is using.
+CATALOG_DATABASE = "spark_catalog.default"
 # Session settings that let Spark use the buckets fully: bucket pruning shows (and is kept) for point
 # queries, joins of tables whose counts are multiples (8 x 16) coalesce instead of shuffling, and joins on
 # more keys than the bucket keys (k, dt = k, dt on tables bucketed by k) keep the buckets.
@@ -50,6 +52,9 @@ READ_CONF = {
     "spark.sql.requireAllClusterKeysForCoPartition": "false",
 }
 _GLOB_SPECIAL = set("\\{}[]*?,")
+# The catalog tables this process created for reads. Spark's in-memory catalog is shared by all sessions of
+# a Spark application (a long-running Spark Connect server too): `drop_read_tables` removes them.
+_CREATED: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -98,19 +103,35 @@ def _part_df(spark: SparkSession, scan: Scan, part: Part) -> DataFrame:
     if part.bucketing is None:
         plain = type(scan)(scan.storage, scan.snapshot, (), part.files)
         return plain.to_df(spark)
-    table = f"lake_{uuid.uuid4().hex}"
+    table = f"{CATALOG_DATABASE}.lake_{uuid.uuid4().hex}"
     columns = ", ".join(f"{_ident(c.name)} {c.type}" for c in spec.columns)
     partitioned = f"PARTITIONED BY ({', '.join(map(_ident, spec.partition_columns))}) " \
         if spec.partition_columns else ""
     statement = (
-        f"CREATE TABLE {_ident(table)} ({columns}) USING parquet {partitioned}"
+        f"CREATE TABLE {table} ({columns}) USING parquet {partitioned}"
         f"CLUSTERED BY ({', '.join(map(_ident, part.bucketing.columns))}) INTO {part.bucketing.count} BUCKETS "
         f"LOCATION {_string(scan.storage.uri(''))} "
         f"OPTIONS (pathGlobFilter {_string(_glob([os.path.basename(f.path) for f in part.files]))})"
     )
     with session_conf(spark, {MANAGE_PARTITIONS: "false"}):
         spark.sql(statement)
-    return spark.table(_ident(table)).select(*[_ident(c) for c in spec.column_names])
+    _CREATED.append(table)
+    return spark.table(table).select(*[_ident(c) for c in spec.column_names])
+
+
+def read_tables_mark() -> int:
+    """A mark to pass to `drop_read_tables` to drop only the tables created after it."""
+    return len(_CREATED)
+
+
+def drop_read_tables(spark: SparkSession, since: int = 0) -> int:
+    """Drop the catalog tables this process created for bucketed reads (after mark `since`); their
+    DataFrames then fail. They are external tables: no data file is touched. Returns how many."""
+    dropped = 0
+    while len(_CREATED) > since:
+        spark.sql(f"DROP TABLE IF EXISTS {_CREATED.pop()}")
+        dropped += 1
+    return dropped
 
 
 def _ident(name: str) -> str:

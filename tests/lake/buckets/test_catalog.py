@@ -157,3 +157,29 @@ def test_glob_names_exactly_the_files() -> None:
         return [x for o in options for x in expand(p[:start] + o + p[end + 1:])]
     assert sorted(expand(pattern)) == sorted(names[::2])
     assert not any(fnmatchcase(n, pattern) for n in names[1::2])
+
+
+def test_read_tables_are_dropped_without_touching_data(spark: Any, tmp_path: Path) -> None:
+    from airflow_lake.jobs import run
+    from airflow_lake.lake.buckets.catalog import drop_read_tables
+
+    drop_read_tables(spark)
+    table = make(tmp_path / "t", bucket=B8)
+    table.write(rows_df(spark, 20))
+    files = sorted(p for p in Path(table.storage.path("")).rglob("*.parquet"))
+    table.read(spark).count()
+    names = {r["tableName"] for r in spark.sql("SHOW TABLES IN spark_catalog.default").collect()}
+    assert any(n.startswith("lake_") for n in names)
+    assert drop_read_tables(spark) >= 1
+    names = {r["tableName"] for r in spark.sql("SHOW TABLES IN spark_catalog.default").collect()}
+    assert not any(n.startswith("lake_") for n in names)
+    assert sorted(p for p in Path(table.storage.path("")).rglob("*.parquet")) == files  # external: data kept
+    assert table.read(spark).count() == 40
+    kept = table.read(spark)  # the user's own read survives an operation run in the same process
+    out = make(tmp_path / "out", partitioned=False, schema="k BIGINT, n BIGINT")
+    run(spark, "write", {"table": out.url, "source": {"query": "SELECT k, count(*) AS n FROM t GROUP BY k",
+                                                          "tables": {"t": table.url}}})
+    names = {r["tableName"] for r in spark.sql("SHOW TABLES IN spark_catalog.default").collect()}
+    assert sum(n.startswith("lake_") for n in names) == 2  # the runner dropped the tables of its reads only
+    assert kept.count() == 40
+    drop_read_tables(spark)
