@@ -8,9 +8,11 @@ clean runs); the script checks both counts. Then, in one local[2] SparkSession w
 `buckets.catalog.READ_CONF`, it takes turns between:
   trie   `table.read(spark)`: a catalog table CLUSTERED BY (k), LOCATION the root, created with
          manageFilesourcePartitions=false, pathGlobFilter = the trie glob of the live file names (catalog.py)
-  flat   the same code with the glob flat, {name1,...,nameN} (`catalog._glob` swapped for the read)
-  paths  `table.scan().to_df(spark)`: spark.read.schema(s).option("basePath", root).parquet(*live paths),
-         what unbucketed reads do (no bucketing; the baseline)
+  flat   the same code with the glob flat, {name1,...,nameN} (`catalog.name_glob` swapped for the read)
+  plain  `table.scan().to_df(spark)`: what unbucketed reads do since this benchmark: spark.read with
+         basePath = root and pathGlobFilter = the trie glob, over the live files' directories (no bucketing)
+  paths  spark.read.schema(s).option("basePath", root).parquet(*live file paths): what unbucketed reads did
+         before (no bucketing; the baseline)
 Each turn times: building the DataFrame (plan; for the catalog ways this includes CREATE TABLE), a full count(),
 a point query where("k = 5").count(), count() again on the same DataFrame (recount), and a second read of the
 same table in the same session (a new DataFrame: plan + count). Every count is checked against the snapshot's
@@ -40,14 +42,16 @@ from typing import TYPE_CHECKING, Any
 from common import local_spark, machine_info, median, print_table, ratio, scratch_dir, timed, write_result
 
 from airflow_lake.jobs.session import DEFAULT_CONF
+from airflow_lake.lake import globs
 from airflow_lake.lake.buckets import catalog
+from airflow_lake.lake.spark_schema import to_struct
 from airflow_lake.lake.table import LakeTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 SCHEMA = "k BIGINT, v BIGINT, dt STRING"
-METHODS = ("trie", "flat", "paths")
+METHODS = ("trie", "flat", "plain", "paths")
 STEPS = ("plan", "count", "point", "recount", "read2_plan", "read2_count")
 POINT_KEY = 5
 
@@ -55,18 +59,18 @@ POINT_KEY = 5
 def flat_glob(names: Sequence[str]) -> str:
     """The glob catalog.py would use without the trie: one flat {n1,...,nK} of all the names."""
     unique = sorted(set(names))
-    return "{" + ",".join(catalog._glob_escape(n) for n in unique) + "}"
+    return "{" + ",".join(globs._escape(n) for n in unique) + "}"
 
 
 @contextmanager
 def flat_globs() -> Iterator[None]:
     """Make `table.read` build its catalog table with the flat glob instead of the trie."""
-    trie = catalog._glob
-    catalog._glob = flat_glob
+    trie = catalog.name_glob
+    catalog.name_glob = flat_glob
     try:
         yield
     finally:
-        catalog._glob = trie
+        catalog.name_glob = trie
 
 
 def read_trie(spark: SparkSession, table: LakeTable) -> DataFrame:
@@ -78,12 +82,19 @@ def read_flat(spark: SparkSession, table: LakeTable) -> DataFrame:
         return table.read(spark)
 
 
-def read_paths(spark: SparkSession, table: LakeTable) -> DataFrame:
+def read_plain(spark: SparkSession, table: LakeTable) -> DataFrame:
     return table.scan().to_df(spark)
 
 
+def read_paths(spark: SparkSession, table: LakeTable) -> DataFrame:
+    scan = table.scan()
+    root = scan.storage.uri("")
+    reader = spark.read.schema(to_struct(scan.snapshot.spec)).option("basePath", root)
+    return reader.parquet(*[scan.storage.uri(f.path) for f in scan.files])
+
+
 READERS: dict[str, Callable[[SparkSession, LakeTable], DataFrame]] = {
-    "trie": read_trie, "flat": read_flat, "paths": read_paths,
+    "trie": read_trie, "flat": read_flat, "plain": read_plain, "paths": read_paths,
 }
 
 
@@ -122,7 +133,7 @@ def build_table(spark: SparkSession, path: Path, files: int, buckets: int, rows_
         "files_on_disk": len(on_disk), "dead_files_on_disk": len(on_disk - live), "live_rows": live_rows,
         "point_rows": partitions if rows // partitions > POINT_KEY else 0,
         "write_append_seconds": round(first_s, 2), "write_overwrite_seconds": round(second_s, 2),
-        "trie_glob_chars": len(catalog._glob([os.path.basename(p) for p in live])),
+        "trie_glob_chars": len(globs.name_glob([os.path.basename(p) for p in live])),
         "flat_glob_chars": len(flat_glob([os.path.basename(p) for p in live])),
     }
     if not live <= on_disk:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.filters import Filter
+from airflow_lake.lake.globs import name_glob
 from airflow_lake.lake.snapshot import Snapshot
 from airflow_lake.lake.spark_schema import to_struct
 from airflow_lake.lake.storage import Storage
@@ -40,11 +42,17 @@ class Scan:
         """Read the selected files with Spark and apply the filters row by row."""
         schema = to_struct(self.snapshot.spec)
         if self.files:
-            paths = [self.storage.uri(f.path) for f in self.files]
+            # Spark lists the directories of the selected files and keeps the files the glob names: planning
+            # a list of thousands of file paths instead costs seconds per thousand (docs/benchmarks.md).
+            directories = sorted({posixpath.dirname(f.path) for f in self.files})
+            glob = name_glob([posixpath.basename(f.path) for f in self.files])
             # basePath makes Spark take partition values from the `col=value/` directories: files written
             # since the native writer hold only the data columns (Hive convention), older ones hold all
-            # columns, and for both the value in the path is the one read.
-            df = spark.read.schema(schema).option("basePath", self.storage.uri("")).parquet(*paths)
+            # columns, and for both the value in the path is the one read. globPaths=false: a directory
+            # name is a path, never a pattern.
+            reader = spark.read.schema(schema).option("basePath", self.storage.uri("")) \
+                .option("pathGlobFilter", glob).option("globPaths", "false")
+            df = reader.parquet(*[self.storage.uri(d) for d in directories])
             df = df.select(*[f"`{c}`" for c in self.snapshot.spec.column_names])  # table order
         else:
             df = spark.createDataFrame([], schema)

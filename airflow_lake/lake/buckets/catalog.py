@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from airflow_lake.lake.buckets.bucketing import Bucketing, file_bucketing
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.files import DataFile
+from airflow_lake.lake.globs import name_glob
 from airflow_lake.lake.spark_conf import session_conf
 
 if TYPE_CHECKING:
@@ -51,7 +52,6 @@ READ_CONF = {
     "spark.sql.bucketing.coalesceBucketsInJoin.enabled": "true",
     "spark.sql.requireAllClusterKeysForCoPartition": "false",
 }
-_GLOB_SPECIAL = set("\\{}[]*?,")
 # The catalog tables this process created for reads. Spark's in-memory catalog is shared by all sessions of
 # a Spark application (a long-running Spark Connect server too): `drop_read_tables` removes them.
 _CREATED: list[str] = []
@@ -111,7 +111,7 @@ def _part_df(spark: SparkSession, scan: Scan, part: Part) -> DataFrame:
         f"CREATE TABLE {table} ({columns}) USING parquet {partitioned}"
         f"CLUSTERED BY ({', '.join(map(_ident, part.bucketing.columns))}) INTO {part.bucketing.count} BUCKETS "
         f"LOCATION {_string(scan.storage.uri(''))} "
-        f"OPTIONS (pathGlobFilter {_string(_glob([os.path.basename(f.path) for f in part.files]))})"
+        f"OPTIONS (pathGlobFilter {_string(name_glob([os.path.basename(f.path) for f in part.files]))})"
     )
     with session_conf(spark, {MANAGE_PARTITIONS: "false"}):
         spark.sql(statement)
@@ -141,29 +141,3 @@ def _ident(name: str) -> str:
 def _string(text: str) -> str:
     """A Spark SQL string literal (backslash escapes are on by default)."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _glob_escape(name: str) -> str:
-    return "".join("\\" + ch if ch in _GLOB_SPECIAL else ch for ch in name)
-
-
-def _glob(names: Sequence[str]) -> str:
-    """A Hadoop glob matching exactly `names`, shaped as a trie ({a{b,c},d}) so matching stays fast with
-    thousands of names (a flat {n1,...,nK} makes every file try every name)."""
-    unique = sorted(set(names))
-    if not unique:
-        raise LakeError("a bucketed read needs at least one file.")
-    return _trie(unique, 0)
-
-
-def _trie(names: list[str], depth: int) -> str:
-    if len(names) == 1:
-        return _glob_escape(names[0][depth:])
-    prefix = os.path.commonprefix([n[depth:] for n in names])  # noqa: RUF071  (character-wise is meant)
-    depth += len(prefix)
-    groups: dict[str, list[str]] = {}
-    for name in names:
-        groups.setdefault(name[depth:depth + 1], []).append(name)
-    branches = [_trie(group, depth) for _, group in sorted(groups.items())]
-    head = _glob_escape(prefix)
-    return head + branches[0] if len(branches) == 1 else head + "{" + ",".join(branches) + "}"

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from airflow_lake.lake.buckets.catalog import _glob, split_by_bucketing
+from airflow_lake.lake.buckets.catalog import split_by_bucketing
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.files import DataFile
+from airflow_lake.lake.globs import name_glob
 from airflow_lake.lake.plans import plan_text, shuffles
 from tests.lake.buckets.bucket_helpers import make, rows_df, session_conf
 
@@ -138,7 +139,7 @@ def test_glob_names_exactly_the_files() -> None:
     from fnmatch import fnmatchcase
 
     names = [f"part-2026112{d}-ab{d}-{n:05d}_{b:05d}.parquet" for d in range(3) for n in range(4) for b in range(3)]
-    pattern = _glob(names[::2])
+    pattern = name_glob(names[::2])
     assert pattern.count("{") < len(names)  # a trie, not a flat list
     # expand the braces to check the glob's meaning without Spark
     def expand(p: str) -> list[str]:
