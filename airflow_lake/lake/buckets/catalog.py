@@ -21,7 +21,7 @@ different bucketings).
 from __future__ import annotations
 
 import logging
-import os
+import posixpath
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -104,19 +104,31 @@ def _part_df(spark: SparkSession, scan: Scan, part: Part) -> DataFrame:
         plain = type(scan)(scan.storage, scan.snapshot, (), part.files)
         return plain.to_df(spark)
     table = f"{CATALOG_DATABASE}.lake_{uuid.uuid4().hex}"
-    columns = ", ".join(f"{_ident(c.name)} {c.type}" for c in spec.columns)
+    directories = {posixpath.dirname(f.path) for f in part.files}
+    # One partition (a day's read, the common case): the table is that directory, unpartitioned, and the
+    # partition values are constants, so Spark lists one directory instead of the whole table.
+    single = spec.partition_columns and len(directories) == 1
+    names = spec.data_columns if single else spec.column_names
+    columns = ", ".join(f"{_ident(c)} {spec.column(c).type}" for c in names)
     partitioned = f"PARTITIONED BY ({', '.join(map(_ident, spec.partition_columns))}) " \
-        if spec.partition_columns else ""
+        if spec.partition_columns and not single else ""
+    location = scan.storage.uri(directories.pop()) if single else scan.storage.uri("")
     statement = (
         f"CREATE TABLE {table} ({columns}) USING parquet {partitioned}"
         f"CLUSTERED BY ({', '.join(map(_ident, part.bucketing.columns))}) INTO {part.bucketing.count} BUCKETS "
-        f"LOCATION {_string(scan.storage.uri(''))} "
-        f"OPTIONS (pathGlobFilter {_string(name_glob([os.path.basename(f.path) for f in part.files]))})"
+        f"LOCATION {_string(location)} "
+        f"OPTIONS (pathGlobFilter {_string(name_glob([posixpath.basename(f.path) for f in part.files]))})"
     )
     with session_conf(spark, {MANAGE_PARTITIONS: "false"}):
         spark.sql(statement)
     _CREATED.append(table)
-    return spark.table(table).select(*[_ident(c) for c in spec.column_names])
+    df = spark.table(table)
+    if single:
+        from pyspark.sql import functions as F
+
+        values = part.files[0].partition
+        df = df.select("*", *[F.lit(values.get(c)).cast(spec.column(c).type).alias(c) for c in spec.partition_columns])
+    return df.select(*[_ident(c) for c in spec.column_names])
 
 
 def read_tables_mark() -> int:

@@ -87,6 +87,9 @@ def test_overwrite_of_a_partitioned_bucketed_table_reads_only_live_files(spark: 
         df = table.read(spark)
         assert "Bucketed: true" in plan_text(df)
         assert sorted((r["dt"], r["v"] % 10) for r in df.collect()) == [("d1", 1)] * 100 + [("d2", 0)] * 100
+        day = table.read(spark, filters=[("dt", "=", "d1")])  # one partition: its directory is the table
+        assert "d1 AS dt" in plan_text(day) and "SelectedBucketsCount: 1 out of 8" in plan_text(day.where("k = 3"))
+        assert sorted((r["dt"], r["v"] % 10) for r in day.collect()) == [("d1", 1)] * 100
         old = table.read(spark, as_of=before)
         assert sorted((r["dt"], r["v"] % 10) for r in old.collect()) == [("d1", 0)] * 100 + [("d2", 0)] * 100
         assert "Bucketed: true" in plan_text(old)
