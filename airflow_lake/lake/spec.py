@@ -282,34 +282,19 @@ class TableSpec:
             if identity in seen:
                 raise LakeSpecError(where, f"partition {values} is listed twice.", "List each partition once.")
             seen.add(identity)
-            if from_partition is not None and not self.bucketed_partition(values, from_partition):
+            if from_partition is not None and not self._at_or_after(values, from_partition):
                 raise LakeSpecError(where, f"partition {values} is before `from_partition` and stays plain.",
                                     "Drop it or move `from_partition`.")
             counts.append(PartitionCount(values, item.count))
         check_multiples([bucket.count, *(c.count for c in counts)], "bucket.partition_counts")
         return BucketSpec(columns, bucket.count, sort_columns, bucket.hash, from_partition, tuple(counts))
 
-    def bucketed_partition(self, values: Mapping[str, str | None],
-                           from_partition: Mapping[str, str | None] | None = None) -> bool:
-        """Whether partition `values` is bucketed under the bucket spec (False for a plain table)."""
-        if self.bucket is None:
-            return False
-        start = from_partition if from_partition is not None else self.bucket.from_partition
-        if start is None:
-            return True
+    def _at_or_after(self, values: Mapping[str, str | None], start: Mapping[str, str | None]) -> bool:
+        """Whether partition `values` is ordered at or after `start` (typed values; never when one is null).
+        (Which partition gets which bucket count is decided in the Spark job: `buckets.assign.bucket_count`.)"""
         key = partition_order_key(self, values)
         begin = partition_order_key(self, start)
         return key is not None and begin is not None and key >= begin
-
-    def bucketing_for(self, values: Mapping[str, str | None]) -> Bucketing | None:
-        """The bucketing new files of partition `values` get (None: plain files)."""
-        if self.bucket is None or not self.bucketed_partition(values):
-            return None
-        identity = {c: values.get(c) for c in self.partition_columns}
-        for item in self.bucket.partition_counts:
-            if dict(item.partition) == identity:
-                return self.bucket.bucketing(item.count)
-        return self.bucket.bucketing()
 
     def _resolve_all(self, names: Sequence[str], field_name: str) -> tuple[str, ...]:
         """Resolve a list of column names; a name listed twice (in any case) is an error."""

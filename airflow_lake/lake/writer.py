@@ -55,7 +55,7 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
                     metrics: dict[str, Any] | None = None) -> list[DataFile]:
     """Write `df` (already conformed to `spec`) as files of `instant`; return them with their stats.
 
-    A bucketed table's rows go to the bucketing of their partition (`TableSpec.bucketing_for`, decided in
+    A bucketed table's rows go to the bucketing of their partition (`buckets.assign.bucket_count`, decided in
     the Spark job); `metrics` (if given) gets `query_exchanges`, the shuffles in the plan of `df`, and
     `write_exchanges`, the shuffles the write adds to it.
 

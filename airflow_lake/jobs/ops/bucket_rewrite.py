@@ -9,7 +9,7 @@ from typing import Any
 from airflow_lake.jobs.fields import SpecReader
 from airflow_lake.jobs.ops.common import entry_metrics, table_path
 from airflow_lake.jobs.registry import Operation, register
-from airflow_lake.lake.buckets.rewrite import OPERATION, PartitionSelection, bucket_rewrite, new_spec
+from airflow_lake.lake.buckets.rewrite import OPERATION, bucket_rewrite
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.table import LakeTable
 
@@ -47,7 +47,6 @@ def execute(spark: Any, spec: BucketRewriteSpec) -> dict[str, Any]:
     prior = table.find_request(spec.request_id, OPERATION) if spec.request_id else None
     if prior is not None:
         return entry_metrics(table.url, OPERATION, prior, already_committed=True)
-    new_spec(table.spec, spec.bucket, PartitionSelection.parse(spec.partitions, table.spec))  # fail early
     entry = bucket_rewrite(table, spark, partitions=spec.partitions, bucket=spec.bucket, request_id=spec.request_id)
     return entry_metrics(table.url, OPERATION, entry, already_committed=False, nothing_to_do=entry is None)
 
