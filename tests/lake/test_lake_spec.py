@@ -376,3 +376,37 @@ def test_as_of_takes_ascii_digits_only(table_path: str) -> None:
         table.resolve("²")
     with pytest.raises(LakeSpecError, match="as_of"):
         table.resolve("²" * 17)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"partition_count": []}, "bucket.partition_count: unknown field"),
+    ({"partition_counts": [{"partition": {"dt": "a"}, "count": 16, "cnt": 1}]},
+     "bucket.partition_counts[0].cnt: unknown"),
+    ({"partition_counts": "x"}, "bucket.partition_counts: expected a list"),
+    ({"partition_counts": [{"partition": "a", "count": 16}]},
+     "bucket.partition_counts[0].partition: 'a' is not an object"),
+    ({"partition_counts": [{"partition": {"dt": "a"}, "count": "16"}]},
+     "bucket.partition_counts[0].count: '16' is not"),
+    ({"partition_counts": [{"partition": {"dt": "a"}, "count": 16}, {"partition": {"DT": "a"}, "count": 32}]},
+     "bucket.partition_counts[1]: partition {'dt': 'a'} is listed twice"),
+    ({"from_partition": "2024"}, "bucket.from_partition: '2024' is not an object"),
+    ({"from_partition": {"day": "a"}}, "bucket.from_partition: 'day' is not a partition column"),
+    ({"from_partition": {"dt": None}}, "bucket.from_partition: a null value cannot start"),
+    ({"from_partition": {"dt": "b"}, "partition_counts": [{"partition": {"dt": "a"}, "count": 16}]},
+     "is before `from_partition` and stays plain"),
+    ({"hash": "hive"}, "bucket.hash: unknown bucket hash 'hive'"),
+    ({"hash": 3}, "bucket.hash: expected a string"),
+])
+def test_nested_bucket_fields_are_strict(extra: dict[str, Any], message: str) -> None:
+    with pytest.raises(LakeSpecError) as err:
+        TableSpec.from_dict({"schema": "id BIGINT, dt STRING", "partition_by": ["dt"],
+                             "bucket": {"columns": ["id"], "count": 8, **extra}})
+    assert message in str(err.value) and "Fix:" in str(err.value)
+
+
+def test_per_partition_bucket_fields_round_trip() -> None:
+    raw = {"columns": ["id"], "count": 8, "sort_columns": [], "from_partition": {"dt": "b"},
+           "partition_counts": [{"partition": {"dt": "c"}, "count": 32}]}
+    spec = TableSpec.from_dict({"schema": "id BIGINT, dt STRING", "partition_by": ["dt"], "bucket": raw})
+    assert spec.to_dict()["bucket"] == raw and TableSpec.from_dict(spec.to_dict()) == spec
+    assert spec.bucket is not None and spec.bucket.counts == [8, 32]
