@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from airflow_lake.lake.errors import LakeCommitConflict, LakeInstantRolledBack
 from airflow_lake.lake.log import LogEntry
 
+COMPLETES = "completes"  # log entry metadata: the requested instant (plan) the entry completes
+
 
 @dataclass(frozen=True)
 class CommitIntent:
@@ -20,6 +22,9 @@ class CommitIntent:
     overwrites: tuple[Mapping[str, str | None], ...] = ()
     whole_table: bool = False
     request_id: str | None = None
+    # A requested instant this commit completes (a clustering plan): another entry completing or rolling
+    # it back makes this commit obsolete.
+    completes: str | None = None
 
 
 def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
@@ -35,6 +40,12 @@ def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
             raise LakeCommitConflict(
                 f"request {intent.request_id!r} was committed meanwhile by instant {entry.instant} (another try of "
                 "the same task?). Nothing more was committed; a retry returns that commit.")
+        if intent.completes and (intent.completes in entry.rolled_back
+                                 or entry.metadata.get(COMPLETES) == intent.completes):
+            done = "rolled back" if intent.completes in entry.rolled_back else "completed"
+            raise LakeCommitConflict(
+                f"instant {intent.completes} was {done} meanwhile by instant {entry.instant} ({entry.operation}); "
+                "nothing more was committed.")
         if entry.instant == intent.instant:
             raise LakeCommitConflict(f"instant {intent.instant} is already in the log at {entry.seq}.")
         if "spec" in entry.metadata and entry.action != "create":

@@ -44,3 +44,8 @@ class LakeInstantRolledBack(LakeCommitConflict):
 
 class LakeSnapshotNotFound(LakeError, LookupError):
     """The requested snapshot does not exist or its files were cleaned."""
+
+
+class LakePlanAborted(LakeError):
+    """A clustering plan cannot run any more (its input files were replaced, or it was rolled back); it was
+    rolled back and nothing of it was committed. Schedule a new plan: the files are planned again."""

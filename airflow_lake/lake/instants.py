@@ -178,6 +178,21 @@ class PendingInstant:
     metadata: Mapping[str, Any]
     base_seq: int | None
     last_beat: float  # last sign of life: heartbeat, else the newest pending file
+    host: str | None = None  # where its writer runs (inflight instants)
+    pid: int | None = None
+
+    def writer_gone(self) -> bool:
+        """True if the writer ran on this host and its process no longer exists (so it died for sure,
+        whatever its last heartbeat says). Another host's writer is judged by its heartbeat alone."""
+        if not self.inflight or self.pid is None or self.host != socket.gethostname():
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:  # it exists (owned by someone else)
+            return False
+        return False
 
 
 def pending(storage: Storage) -> list[PendingInstant]:
@@ -200,12 +215,15 @@ def pending(storage: Storage) -> list[PendingInstant]:
         except FileNotFoundError:
             continue  # finished meanwhile
         has_inflight = f"{instant}.inflight.json" in names
-        base_seq = None
+        base_seq = host = pid = None
         if has_inflight:
             try:
                 beats.append(storage.mtime(inflight_file(instant)))
-                raw_base = _read_pending(storage, inflight_file(instant)).get("base_seq")
+                inflight = _read_pending(storage, inflight_file(instant))
+                raw_base, raw_pid = inflight.get("base_seq"), inflight.get("pid")
                 base_seq = raw_base if isinstance(raw_base, int) and not isinstance(raw_base, bool) else None
+                pid = raw_pid if isinstance(raw_pid, int) and not isinstance(raw_pid, bool) and raw_pid > 0 else None
+                host = inflight.get("host") if isinstance(inflight.get("host"), str) else None
             except FileNotFoundError:
                 has_inflight = False
         with contextlib.suppress(FileNotFoundError):
@@ -219,7 +237,7 @@ def pending(storage: Storage) -> list[PendingInstant]:
             requested_at=float(requested_at) if isinstance(requested_at, int | float) else beats[0],
             request_id=req.get("request_id") if isinstance(req.get("request_id"), str) else None,
             metadata=metadata if isinstance(metadata, Mapping) else {},
-            base_seq=base_seq, last_beat=max(beats),
+            base_seq=base_seq, last_beat=max(beats), host=host, pid=pid,
         ))
     return out
 

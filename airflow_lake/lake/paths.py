@@ -32,3 +32,4 @@ def checkpoint_of(name: str) -> tuple[int, str] | None:
     """(sequence number, format) of a checkpoint file name, or None for other names (e.g. temporary files)."""
     stem, _, fmt = name.partition(".")
     return (int(stem), fmt) if fmt in CHECKPOINT_FORMATS and len(stem) == 20 and stem.isdigit() else None
+LOCKS = f"{META}/locks"  # short-lived exclusive locks (e.g. scheduling clustering), stale after a timeout

@@ -78,7 +78,8 @@ def rollback_unchecked(table: LakeTable, ids: Iterable[str], reason: str,
 
 
 def recover(table: LakeTable, timeout: float | None = None, request_id: str | None = None) -> LogEntry | None:
-    """Roll back every unfinished instant whose writer is dead (no heartbeat for `timeout` seconds).
+    """Roll back every unfinished instant whose writer is dead: no heartbeat for `timeout` seconds, or its
+    process gone from this host.
 
     Requested `replace` instants are plans waiting to be executed, not debris, and are kept.
     """
@@ -89,7 +90,7 @@ def recover(table: LakeTable, timeout: float | None = None, request_id: str | No
     for item in instants.pending(table.storage):
         if item.id in state.instants or item.id in state.rolled_back:
             leftovers.append(item.id)
-        elif (item.inflight or item.action != "replace") and now - item.last_beat > limit:
+        elif (item.inflight or item.action != "replace") and (now - item.last_beat > limit or item.writer_gone()):
             dead.append(item.id)
     for instant in leftovers:  # finished instants whose writer died before tidying up
         tidy_finished(table, instant, state)
@@ -116,7 +117,7 @@ def rollback(table: LakeTable, ids: Iterable[str], request_id: str | None = None
         if item is None:
             raise LakeError(f"instant {instant} is not pending on this table. Fix: pick one from "
                             "`airflow-lake timeline`.")
-        if item.inflight and now - item.last_beat <= limit:
+        if item.inflight and now - item.last_beat <= limit and not item.writer_gone():
             raise LakeError(f"instant {instant} is alive (heartbeat {now - item.last_beat:.0f} s ago, timeout "
                             f"{limit:.0f} s); a live writer is never rolled back. Fix: stop its job or wait.")
     return rollback_unchecked(table, ids, reason="requested", request_id=request_id)

@@ -169,6 +169,19 @@ class TableSpec:
         """True if the table has a column called `name` (case-insensitive)."""
         return any(c.name.lower() == name.lower() for c in self.columns)
 
+    def bucket_count_for(self, partition: Mapping[str, str | None]) -> int | None:
+        """The bucket count new files of `partition` get (None: plain) — what `buckets.assign.bucket_count`
+        decides for its rows in the Spark job (a test keeps the two in step)."""
+        bucket = self.bucket
+        if bucket is None:
+            return None
+        if bucket.from_partition is not None and not self._at_or_after(partition, bucket.from_partition):
+            return None
+        for item in reversed(bucket.partition_counts):  # the Spark side lets the last listed override win
+            if all(item.partition.get(c) == partition.get(c) for c in self.partition_columns):
+                return item.count
+        return bucket.count
+
     def property(self, key: str) -> str:
         """A table property, falling back to the default."""
         return str(self.properties.get(key, DEFAULT_PROPERTIES[key]))

@@ -54,6 +54,9 @@ class TableState:
         for instant in entry.rolled_back:
             self.rolled_back[instant] = entry.seq
         self.instants[entry.instant] = entry.seq
+        completes = entry.metadata.get("completes")
+        if isinstance(completes, str):  # a clustering plan's requested instant, completed by this entry
+            self.instants[completes] = entry.seq
         if entry.request_id:
             self.requests[entry.request_id] = entry.seq
         self.seq = entry.seq

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake import faults, instants, recovery
-from airflow_lake.lake.conflicts import CommitIntent, check
+from airflow_lake.lake.conflicts import COMPLETES, CommitIntent, check
 from airflow_lake.lake.errors import LakeCommitConflict, LakeError
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.heartbeat import Heartbeat
@@ -70,8 +70,10 @@ class Transaction:
         missing = [p for p in removed_paths if p not in self.base.files]
         if missing:
             raise LakeError(f"cannot remove {missing[0]!r}: it is not live in snapshot {self.base.seq}.")
+        completes = self.metadata.get(COMPLETES)
         intent = CommitIntent(self.instant, frozenset(removed_paths), frozenset(reads),
-                              tuple(overwrites), whole_table, self.request_id)
+                              tuple(overwrites), whole_table, self.request_id,
+                              completes if isinstance(completes, str) else None)
         entry_metrics = {
             "files_added": len(added_files),
             "files_removed": len(removed_paths),

@@ -52,12 +52,16 @@ _DATA_ERROR_TEXT = re.compile(DATA_ERROR + r": ([^\n]*?)(?:\s*SQLSTATE|\n|$)")
 
 def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: str, *,
                     allowed_partitions: Sequence[Mapping[str, str | None]] | None = None,
-                    metrics: dict[str, Any] | None = None) -> list[DataFile]:
+                    metrics: dict[str, Any] | None = None, sort_within: Sequence[str] | None = None,
+                    drop_columns: Sequence[str] = ()) -> list[DataFile]:
     """Write `df` (already conformed to `spec`) as files of `instant`; return them with their stats.
 
     A bucketed table's rows go to the bucketing of their partition (`buckets.assign.bucket_count`, decided in
     the Spark job); `metrics` (if given) gets `query_exchanges`, the shuffles in the plan of `df`, and
     `write_exchanges`, the shuffles the write adds to it.
+
+    `sort_within` replaces the bucket sort columns as the order of rows within a bucket (clustering's
+    curve keys), and `drop_columns` are helper columns dropped once the rows are in order.
 
     Raises `LakeSchemaError` / `LakeSpecError` for data the table refuses; nothing is placed then.
     """
@@ -68,8 +72,10 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
         df = _refuse_bad_partition_strings(df, spec)
         exchanges_before = shuffles(plan_text(df)) if metrics is not None else 0
         if spec.bucket is not None:
-            df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN)
+            df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN, sort_within)
             keys += [COUNT_COLUMN, BUCKET_COLUMN] if varying_counts(spec) else [BUCKET_COLUMN]
+        if drop_columns:
+            df = df.drop(*drop_columns)  # (the order they made stays: the write only needs its prefix)
         if metrics is not None:  # shuffles of the query that made the rows, and shuffles the write added
             metrics["query_exchanges"] = exchanges_before
             metrics["write_exchanges"] = shuffles(plan_text(df)) - exchanges_before

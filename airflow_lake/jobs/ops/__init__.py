@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
-from airflow_lake.jobs.ops import bucket_rewrite, clean, create_table, rollback, vacuum, write
+from airflow_lake.jobs.ops import (
+    bucket_rewrite,
+    clean,
+    create_table,
+    execute_clustering,
+    rollback,
+    schedule_clustering,
+    vacuum,
+    write,
+)
 
-__all__ = ["bucket_rewrite", "clean", "create_table", "rollback", "vacuum", "write"]
+__all__ = ["bucket_rewrite", "clean", "create_table", "execute_clustering", "rollback", "schedule_clustering", "vacuum",
+           "write"]

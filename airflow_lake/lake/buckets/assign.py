@@ -7,7 +7,7 @@ driver reads the bucketing of every written file from its path, exactly as the j
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_lake.lake.plans import hash_partitioning
@@ -23,13 +23,15 @@ def varying_counts(spec: TableSpec) -> bool:
     return spec.bucket is not None and bool(spec.bucket.partition_counts or spec.bucket.from_partition)
 
 
-def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_column: str) -> DataFrame:
+def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_column: str,
+                   sort_within: Sequence[str] | None = None) -> DataFrame:
     """`df` with the bucket column (and, with `varying_counts`, the count column) added, one task per
-    (partition, bucket), rows sorted by the sort columns within each bucket."""
+    (partition, bucket), rows sorted within each bucket by the sort columns (or `sort_within`)."""
     from pyspark.sql import functions as F
 
     bucket = spec.bucket
     assert bucket is not None
+    order = [F.col(f"`{c}`") for c in (bucket.sort_columns if sort_within is None else sort_within)]
     parts = [F.col(f"`{c}`") for c in spec.partition_columns]
     hashed = F.hash(*[F.col(f"`{c}`") for c in bucket.columns])
     # A constant count column would be folded away by Spark's optimizer, and the writer's required order
@@ -45,11 +47,11 @@ def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_col
     if not varying_counts(spec) and _hashed_like_buckets(df, spec):
         # LAS "write-side shuffle elimination": every task already holds exactly one bucket (Spark's hash
         # partitioning is pmod(hash(keys), n), the bucket id), so each task writes one file per partition.
-        return df.sortWithinPartitions(*levels, F.col(bucket_column), *[F.col(f"`{c}`") for c in bucket.sort_columns])
+        return df.sortWithinPartitions(*levels, F.col(bucket_column), *order)
     # Plain partitions (count NULL) are still spread over `count` tasks, so one big partition is not one task.
     spread = F.coalesce(F.col(bucket_column), F.pmod(hashed, F.lit(bucket.count)))
     df = df.repartition(*levels, spread)
-    return df.sortWithinPartitions(*levels, F.col(bucket_column), *[F.col(f"`{c}`") for c in bucket.sort_columns])
+    return df.sortWithinPartitions(*levels, F.col(bucket_column), *order)
 
 
 def bucket_count(spec: TableSpec) -> Column:

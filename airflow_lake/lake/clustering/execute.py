@@ -1,0 +1,237 @@
+"""`execute_clustering`: run a scheduled plan as one `replace` commit.
+
+Each group's files are read, ordered by the plan's layout and written as the planned number of files
+(bucketed groups: one file per bucket); groups run in parallel Spark jobs. The commit removes exactly the
+plan's input files and completes the plan's instant.
+
+- Retry: a completed plan returns its commit and writes nothing; an earlier attempt of the same plan whose
+  writer died is rolled back first (same host and its process gone, or its heartbeat stale); a live one
+  makes this attempt stop with a retryable conflict.
+- Concurrent writers: appends (even to the same partitions) land, both. A writer that replaced one of the
+  plan's input files (an overwrite, a bucket rewrite, another clustering) wins: the plan is rolled back
+  with the reason and `LakePlanAborted` is raised; nothing of it was committed, and the next schedule
+  plans the files again. Rows are counted in and out: a mismatch fails the commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.lake import instants, recovery
+from airflow_lake.lake.clustering.layout import Layout, add_keys
+from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, ClusteringPlan, PlanGroup
+from airflow_lake.lake.clustering.timeline import PendingPlan, pending_plans
+from airflow_lake.lake.conflicts import COMPLETES
+from airflow_lake.lake.errors import LakeCommitConflict, LakeError, LakePlanAborted, LakeSpecError
+from airflow_lake.lake.files import DataFile
+from airflow_lake.lake.log import LogEntry
+from airflow_lake.lake.scan import Scan
+from airflow_lake.lake.snapshot import Snapshot, snapshot_of
+from airflow_lake.lake.spark_conf import session_conf
+from airflow_lake.lake.writer import WRITE_CONF, write_dataframe
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from airflow_lake.lake.table import LakeTable
+
+log = logging.getLogger(__name__)
+OLDEST, ALL = "oldest", "all"
+DEFAULT_PARALLELISM = 4
+# Curve coordinates of timestamps without time zone are read in UTC, where the cast to TIMESTAMP is exact.
+EXECUTE_CONF = {**WRITE_CONF, "spark.sql.session.timeZone": "UTC"}
+
+
+@dataclass(frozen=True)
+class Executed:
+    """One plan's outcome: its commit, and whether an earlier run had made it."""
+
+    plan_id: str
+    entry: LogEntry
+    already_committed: bool
+
+
+def execute_clustering(table: LakeTable, spark: SparkSession, *, plan_id: str | None = None, which: str = OLDEST,
+                       request_id: str | None = None, parallelism: int = DEFAULT_PARALLELISM) -> list[Executed]:
+    """Run the plan `plan_id`, else the oldest pending plan (`which="oldest"`) or every pending plan in
+    order (`which="all"`). Returns what ran (empty: no pending plan)."""
+    if request_id:
+        prior = table.find_request(request_id, EXECUTE_OPERATION)
+        if prior is not None and (plan_id is None or prior.metadata.get(COMPLETES) == plan_id):
+            return [Executed(str(prior.metadata.get(COMPLETES)), prior, True)]
+    if plan_id is not None:
+        return [execute_plan(table, spark, plan_id, request_id=request_id, parallelism=parallelism)]
+    if which not in (OLDEST, ALL):
+        raise LakeSpecError("which", f"{which!r} is not allowed.", "Use 'oldest' or 'all', or give plan_id.")
+    todo = [p.id for p in pending_plans(table)]
+    if which == OLDEST:
+        todo = todo[:1]
+    out = []
+    for i, pid in enumerate(todo):
+        # one commit per plan; each gets its own request id so a retry finds every one it made
+        rid = None if request_id is None else (request_id if i == 0 else f"{request_id}#{i}")
+        if rid and i and (prior := table.find_request(rid, EXECUTE_OPERATION)) is not None:
+            out.append(Executed(pid, prior, True))
+            continue
+        out.append(execute_plan(table, spark, pid, request_id=rid, parallelism=parallelism))
+    return out
+
+
+def execute_plan(table: LakeTable, spark: SparkSession, plan_id: str, *, request_id: str | None = None,
+                 parallelism: int = DEFAULT_PARALLELISM) -> Executed:
+    """Run one plan (see the module docstring)."""
+    if not instants.is_instant_id(str(plan_id)):
+        raise LakeSpecError("plan_id", f"{plan_id!r} is not an instant id.", "Give the id schedule_clustering "
+                            "returned (17 digits), or leave it out to run the oldest pending plan.")
+    state = table.state()
+    if plan_id in state.instants:
+        entry = table.commit_log.read(state.instants[plan_id])
+        log.info("clustering plan %s was already executed by instant %s", plan_id, entry.instant)
+        return Executed(plan_id, entry, True)
+    if plan_id in state.rolled_back:
+        raise LakePlanAborted(f"clustering plan {plan_id} was rolled back ({_rollback_reason(table, plan_id)}); "
+                              "nothing of it was committed. Fix: schedule a new plan (its files are planned again).")
+    recovery.recover(table)  # rolls back earlier attempts whose writer died
+    pending = _pending(table, plan_id)
+    if pending.attempts:
+        raise LakeCommitConflict(f"clustering plan {plan_id} is being executed by instant {pending.attempts[0]}, "
+                                 "whose writer is alive; run this again once it has finished or died.")
+    plan = pending.plan
+    assert plan is not None
+    state = table.state()
+    _check_inputs(table, plan_id, plan, state.files)
+    txn = table.begin("replace", EXECUTE_OPERATION, metadata={COMPLETES: plan_id}, request_id=request_id,
+                      recover=False)
+    try:
+        _check_inputs(table, plan_id, plan, txn.base.files)
+        started = time.monotonic()
+        added, group_metrics = _run_groups(table, spark, txn.instant, plan, snap=snapshot_of(txn.base),
+                                           parallelism=parallelism)
+        removed = [txn.base.files[p] for p in plan.files]
+        rows_in, rows_out = sum(f.rows for f in removed), sum(f.rows for f in added)
+        if rows_in != rows_out:
+            raise LakeError(f"clustering plan {plan_id} read {rows_in} rows but wrote {rows_out}; nothing was "
+                            "committed. This is a bug: please report it with the table's timeline.")
+        metrics = {"plan_id": plan_id, "groups": len(plan.groups), "layout": plan.layout.describe(),
+                   "files_before": len(removed), "files_after": len(added),
+                   "bytes_before": sum(f.bytes for f in removed), "bytes_after": sum(f.bytes for f in added),
+                   "rows": rows_out, "partitions": len({g.partition_key for g in group_metrics}),
+                   "execute_seconds": round(time.monotonic() - started, 3)}
+        entry = txn.commit(added=added, removed=plan.files, metrics=metrics,
+                           metadata={"layout": plan.layout.to_dict()})
+    except LakeCommitConflict as err:
+        txn.abort()
+        gone = [p for p in plan.files if p not in table.state().files]
+        if gone and plan_id not in table.state().rolled_back:
+            _abort_plan(table, plan_id, f"{len(gone)} input file(s) were replaced meanwhile, e.g. {gone[0]!r}")
+            raise LakePlanAborted(f"clustering plan {plan_id} was aborted: a concurrent commit replaced {len(gone)} of "
+                                  f"its input files ({err}). Nothing of it was committed. Fix: schedule a new "
+                                  "plan (the files are planned again).") from err
+        raise
+    except BaseException:
+        txn.abort()
+        raise
+    try:
+        instants.remove_pending(table.storage, plan_id)
+    except OSError:  # a finished plan's leftovers; the next writer tidies them
+        log.warning("removing the pending files of plan %s failed", plan_id, exc_info=True)
+    return Executed(plan_id, entry, False)
+
+
+@dataclass(frozen=True)
+class _GroupResult:
+    partition_key: tuple[tuple[str, str | None], ...]
+    files: int
+
+
+def _run_groups(table: LakeTable, spark: SparkSession, instant: str, plan: ClusteringPlan, *, snap: Snapshot,
+                parallelism: int) -> tuple[list[DataFile], list[_GroupResult]]:
+    total = len(plan.groups)
+    done: list[int] = []
+
+    def run(index: int, group: PlanGroup) -> list[DataFile]:
+        files = rewrite_group(table, spark, instant, snap=snap, group=group, layout=plan.layout, seed=index)
+        done.append(index)
+        log.info("clustering: group %d/%d done (%d of %d groups): partition %s, %d file(s) -> %d", index + 1,
+                 total, len(done), total, dict(group.partition), len(group.files), len(files))
+        return files
+
+    log.info("clustering %s: %d group(s), %d file(s), layout %s, %d at a time", table.url, total, len(plan.files),
+             plan.layout.describe(), max(1, min(parallelism, total)))
+    with session_conf(spark, EXECUTE_CONF), \
+            ThreadPoolExecutor(max_workers=max(1, min(parallelism, total))) as pool:
+        results = list(pool.map(lambda item: run(*item), enumerate(plan.groups)))
+    added = [f for files in results for f in files]
+    return added, [_GroupResult(tuple(sorted(g.partition.items())), len(r)) for g, r in zip(plan.groups, results,
+                                                                                            strict=True)]
+
+
+def rewrite_group(table: LakeTable, spark: SparkSession, instant: str, *, snap: Snapshot, group: PlanGroup,
+                  layout: Layout, seed: int = 0) -> list[DataFile]:
+    """Read a group's files, order the rows by the layout, and write them as files of `instant`."""
+    from pyspark.sql import functions as F
+
+    spec = snap.spec
+    by_path = {f.path: f for f in snap.files}
+    df = Scan(table.storage, snap, (), tuple(by_path[p] for p in group.files)).to_df(spark)
+    bucketed = bool(group.buckets)
+    target = spec if bucketed or spec.bucket is None else dataclasses.replace(spec, bucket=None)  # plain partition
+    df, keys = add_keys(df, layout, spec, seed)
+    helpers = [k for k in keys if k not in spec.column_names]
+    partition = [dict(group.partition)] if spec.partition_columns else None
+    if bucketed:  # the writer puts each bucket in one file, ordered by the bucket sort columns or the keys
+        return write_dataframe(df, table.storage, target, instant, allowed_partitions=partition,
+                               sort_within=keys if layout.columns else None, drop_columns=helpers)
+    parts = [F.col(f"`{c}`") for c in spec.partition_columns]
+    if keys:
+        ordered = df.repartitionByRange(group.output_files, *[F.col(f"`{k}`") for k in keys]) \
+            .sortWithinPartitions(*parts, *[F.col(f"`{k}`") for k in keys])
+    else:
+        ordered = df.repartition(group.output_files)
+    return write_dataframe(ordered.drop(*helpers), table.storage, target, instant, allowed_partitions=partition)
+
+
+def _pending(table: LakeTable, plan_id: str) -> PendingPlan:
+    for pending in pending_plans(table):
+        if pending.id == plan_id:
+            if pending.plan is None:
+                raise LakeError(f"clustering plan {plan_id} cannot be read (its file is damaged). Fix: roll it back "
+                                f"(`airflow-lake rollback {table.url} {plan_id}`) and schedule a new one.")
+            return pending
+    raise LakeSpecError("plan_id", f"no pending clustering plan {plan_id} on {table.url!r}.",
+                        "Give a plan from `airflow-lake plans PATH`, or leave plan_id out to run the oldest.")
+
+
+def _check_inputs(table: LakeTable, plan_id: str, plan: ClusteringPlan, live: Any) -> None:
+    gone = [p for p in plan.files if p not in live]
+    if gone:
+        _abort_plan(table, plan_id, f"{len(gone)} input file(s) were replaced since it was planned, e.g. {gone[0]!r}")
+        raise LakePlanAborted(f"clustering plan {plan_id} was aborted: {len(gone)} of its input files were replaced "
+                              f"since it was planned (e.g. {gone[0]!r}). Nothing of it was committed. Fix: schedule "
+                              "a new plan (the files are planned again).")
+
+
+def _abort_plan(table: LakeTable, plan_id: str, reason: str) -> None:
+    log.warning("clustering plan %s aborted: %s", plan_id, reason)
+    recovery.rollback_unchecked(table, [plan_id], reason=f"clustering plan aborted: {reason}")
+
+
+def _rollback_reason(table: LakeTable, plan_id: str) -> str:
+    seq = table.state().rolled_back.get(plan_id)
+    if seq is None:
+        return "rolled back"
+    return str(table.commit_log.read(seq).metadata.get("reason", "rolled back"))
+
+
+def result_metrics(executed: Executed) -> dict[str, Any]:
+    """A plan run's metrics for XCom."""
+    return {**executed.entry.metrics, "plan_id": executed.plan_id, "instant": executed.entry.instant,
+            "seq": executed.entry.seq, "already_committed": executed.already_committed}
+
+
+__all__ = ["ALL", "OLDEST", "Executed", "execute_clustering", "execute_plan", "result_metrics", "rewrite_group"]

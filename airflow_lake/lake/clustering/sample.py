@@ -1,0 +1,206 @@
+"""SAMPLE curve coordinates (seed 000, Hudi's `RangeSample`, Spark's `RangePartitioner`): sampled range
+bounds per column, and the index of a value's range as its coordinate.
+
+1. Count the rows of every input partition (a job that reads no column values).
+2. Sample: `sample_size = min(20 * ranges, 1e6)`; each partition keeps a uniform random sample of
+   `ceil(3 * sample_size / partitions)` rows (reservoir semantics: every subset of that size equally
+   likely; done vectorized as "the rows with the smallest random keys"), weight = rows / samples. A
+   partition with far more rows than average (`fraction * rows > per-partition size`, fraction =
+   `sample_size / total rows`) is sampled with probability `fraction` instead, weight `1 / fraction`.
+   Only the sort columns travel to Python, in Arrow batches, as numbers that keep their order (see
+   `curves.sortable_long`) or strings.
+3. Bounds per column (`determine_bounds`): sort the candidates, walk the cumulative weight, take a bound
+   each time it passes the next multiple of `total weight / ranges`, skipping a value equal to the
+   previous bound. So bounds follow the data (dense ranks from 0, robust to shared string prefixes).
+4. Expansion (`expand`): every column spans the range of the column with the most bounds: a column with
+   fewer bounds has its ranks multiplied by `max bounds // its bounds`. (Hudi adds a random offset within
+   the widened range; we do not, so rows of one range keep the other columns' order and a retry lays
+   out the same.)
+5. The coordinate of a value (`rank_columns`) is the number of bounds below it, by a binary search of
+   Spark expressions over the bounds as a literal array (one projection per step); NULL is the largest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.lake.clustering.curves import sortable_long
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame
+
+SAMPLE_POINTS_PER_RANGE = 20  # Spark's samplePointsPerPartitionHint
+MAX_SAMPLE_SIZE = 1_000_000
+OVERSAMPLE = 3.0  # each partition samples 3x its share, as Spark does
+PREFILTER = 2.0  # the JVM passes ~2x the rows a balanced partition keeps
+PID, ROWS, WEIGHT = "__lake_pid", "__lake_rows", "__lake_weight"
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    """How many rows each input partition samples, from the row counts of step 1."""
+
+    sample_size: float
+    per_partition: int
+    fraction: float
+    counts: dict[int, int]
+
+    @property
+    def total(self) -> int:
+        """Rows in all partitions."""
+        return sum(self.counts.values())
+
+    def imbalanced(self) -> set[int]:
+        """Partitions sampled by `fraction` instead of by reservoir."""
+        return {pid for pid, n in self.counts.items() if self.fraction * n > self.per_partition}
+
+
+def sample_plan(counts: dict[int, int], ranges: int) -> SamplePlan:
+    """The seed's sizes for `ranges` ranges per column over partitions with these row counts."""
+    sample_size = min(SAMPLE_POINTS_PER_RANGE * float(ranges), float(MAX_SAMPLE_SIZE))
+    partitions = max(1, len(counts))
+    per_partition = math.ceil(OVERSAMPLE * sample_size / partitions)
+    total = sum(counts.values())
+    fraction = min(sample_size / max(total, 1), 1.0)
+    return SamplePlan(sample_size, per_partition, fraction, dict(counts))
+
+
+def sample_keys(columns: Sequence[str], types: Sequence[str]) -> list[Column]:
+    """The values sampled and searched: order-keeping bigints (strings stay strings), NULL kept."""
+    from pyspark.sql import functions as F
+
+    return [F.col(f"`{c}`") if t == "string" else sortable_long(F.col(f"`{c}`"), t)
+            for c, t in zip(columns, types, strict=True)]
+
+
+def partition_counts(keys: DataFrame) -> dict[int, int]:
+    """Rows per input partition (partition id -> rows); empty partitions are absent."""
+    from pyspark.sql import functions as F
+
+    rows = keys.select(F.spark_partition_id().alias(PID)).groupBy(PID).count().collect()
+    return {int(r[PID]): int(r["count"]) for r in rows}
+
+
+def sample(keys: DataFrame, plan: SamplePlan, seed: int = 0) -> list[tuple[tuple[Any, ...], float]]:
+    """Weighted candidates [(key values, weight)] from every partition of `keys` (step 2).
+
+    A balanced partition keeps `per_partition` rows chosen uniformly without replacement, weight
+    rows / kept; an imbalanced one keeps each row with probability `fraction`, weight 1 / fraction. To move
+    few rows to Python, the JVM first keeps each row of a balanced partition with probability
+    `PREFILTER * per_partition / rows`; Python then keeps a uniform subset of `per_partition` of those (a
+    uniform subset of a Bernoulli sample is a uniform subset of the partition, as reservoir sampling gives).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    imbalanced = plan.imbalanced()
+    per_partition, fraction, counts = plan.per_partition, plan.fraction, plan.counts
+    if not counts:
+        return []
+    probability = [0.0] * (max(counts) + 1)
+    for pid, rows in counts.items():
+        probability[pid] = fraction if pid in imbalanced else min(1.0, PREFILTER * per_partition / max(rows, 1))
+    array = F.expr(f"array({', '.join(f'CAST({p!r} AS DOUBLE)' for p in probability)})")
+    keep = F.element_at(array, F.spark_partition_id() + 1)
+    fields = list(keys.schema.fields)
+    schema = T.StructType([*fields, T.StructField(WEIGHT, T.DoubleType())])
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import numpy as np
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        pid = context.partitionId() if context is not None else 0
+        table = pa.Table.from_batches(list(batches))
+        if table.num_rows == 0:
+            return
+        if pid in imbalanced:
+            weight = 1.0 / fraction
+        else:
+            if table.num_rows > per_partition:
+                rng = np.random.default_rng([seed, pid])
+                table = table.take(pa.array(np.sort(rng.choice(table.num_rows, per_partition, replace=False))))
+            weight = counts.get(pid, table.num_rows) / table.num_rows
+        out = table.append_column(WEIGHT, pa.array(np.full(table.num_rows, weight)))
+        yield from out.combine_chunks().to_batches()
+
+    table = keys.where(F.rand(seed) < keep).mapInArrow(run, schema).toArrow()
+    columns = [table.column(i).to_pylist() for i in range(len(fields))]
+    weights = table.column(WEIGHT).to_pylist()
+    return [(tuple(col[r] for col in columns), float(weights[r])) for r in range(table.num_rows)]
+
+
+def determine_bounds(candidates: Sequence[tuple[Any, float]], ranges: int) -> list[Any]:
+    """Up to `ranges - 1` bounds from weighted candidates (step 3); NULL candidates are ignored."""
+    ordered = sorted((c for c in candidates if c[0] is not None), key=lambda c: c[0])
+    total = sum(w for _, w in ordered)
+    if not ordered or ranges <= 1:
+        return []
+    step = total / ranges
+    cumulative, target = 0.0, step
+    bounds: list[Any] = []
+    for key, weight in ordered:
+        if len(bounds) >= ranges - 1:
+            break
+        cumulative += weight
+        if cumulative >= target and (not bounds or key > bounds[-1]):
+            bounds.append(key)
+            target += step
+    return bounds
+
+
+def expand(bounds: Sequence[Sequence[Any]]) -> tuple[list[int], int]:
+    """Step 4: the factor of each column (max bounds // its bounds; 1 for a column without bounds) and the
+    largest coordinate of a non-null value."""
+    longest = max((len(b) for b in bounds), default=0)
+    factors = [longest // len(b) if b else 1 for b in bounds]
+    return factors, longest
+
+
+def rank_columns(df: DataFrame, keys: Sequence[Column], bounds: Sequence[Sequence[Any]], names: Sequence[str]
+                 ) -> tuple[DataFrame, int]:
+    """`df` with one coordinate column per key (step 5: rank * factor; NULL -> largest + 1); returns the
+    coordinates' bit width."""
+    from pyspark.sql import functions as F
+
+    factors, longest = expand(bounds)
+    df = df.withColumns({f"{name}_v": key for name, key in zip(names, keys, strict=True)})
+    df = df.withColumns({name: F.lit(0).cast("bigint") for name in names})
+    arrays = {f"{name}_b": _literal_array(bound) for name, bound in zip(names, bounds, strict=True) if bound}
+    df = df.withColumns(arrays)  # once: later steps refer to the column, so the plan holds each array once
+    step = 1 << max(0, longest.bit_length() - 1)  # the largest power of two <= the longest bounds
+    while step >= 1:
+        new = {}
+        for name, bound in zip(names, bounds, strict=True):
+            if not bound or step > len(bound):
+                continue
+            array = F.col(f"{name}_b")
+            here = F.col(name) + F.lit(step)
+            probe = F.element_at(array, F.least(here, F.lit(len(bound))).cast("int"))
+            new[name] = F.when((here <= F.lit(len(bound))) & (F.col(f"{name}_v") > probe), here).otherwise(F.col(name))
+        if new:
+            df = df.withColumns(new)
+        step //= 2
+    null_rank = longest + 1
+    df = df.withColumns({
+        name: F.when(F.col(f"{name}_v").isNull(), F.lit(null_rank)).otherwise(F.col(name) * F.lit(factor))
+        .cast("bigint") for name, factor in zip(names, factors, strict=True)})
+    df = df.drop(*[f"{name}_v" for name in names], *arrays)
+    return df, max(1, null_rank.bit_length())
+
+
+def _literal_array(bound: Sequence[Any]) -> Column:
+    """The bounds as one array literal, from one SQL expression (Spark folds it into a constant). Strings are
+    written as hex byte literals cast to string, so no text of the data is ever parsed as SQL."""
+    from pyspark.sql import functions as F
+
+    if bound and isinstance(bound[0], str):
+        items = [f"CAST(X'{b.encode('utf-8').hex()}' AS STRING)" for b in bound]
+    else:
+        items = [f"CAST({int(b)} AS BIGINT)" for b in bound]
+    return F.expr(f"array({', '.join(items)})")

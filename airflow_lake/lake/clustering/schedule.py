@@ -1,0 +1,122 @@
+"""`schedule_clustering`: decide whether and what to cluster, and store the plan as a requested `replace`
+instant (executed later by `execute_clustering`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.lake import instants, paths
+from airflow_lake.lake.clustering import planner
+from airflow_lake.lake.clustering.layout import Layout
+from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, SCHEDULE_OPERATION, ClusteringPlan
+from airflow_lake.lake.clustering.strategy import PlanStrategy
+from airflow_lake.lake.clustering.timeline import commits_since, pending_plans, planned_files
+from airflow_lake.lake.errors import LakeCommitConflict
+from airflow_lake.lake.files import DataFile
+
+if TYPE_CHECKING:
+    from airflow_lake.lake.table import LakeTable
+
+log = logging.getLogger(__name__)
+LOCK = f"{paths.LOCKS}/schedule_clustering.json"
+LOCK_STALE_SECONDS = 60.0
+LOCK_WAIT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    """A plan id (None: no plan) and why."""
+
+    plan_id: str | None
+    reason: str
+    commits: int
+    plan: ClusteringPlan | None = None
+    already_scheduled: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Metrics for XCom."""
+        out: dict[str, Any] = {"plan_id": self.plan_id, "scheduled": self.plan_id is not None,
+                               "reason": self.reason, "commits_since_last_clustering": self.commits,
+                               "already_scheduled": self.already_scheduled, **self.details}
+        if self.plan is not None:
+            out.update(self.plan.summary())
+        return out
+
+
+def schedule_clustering(table: LakeTable, strategy: PlanStrategy, layout: Layout,
+                        request_id: str | None = None) -> ScheduleResult:
+    """Plan a clustering if at least `min_commits` commits completed since the last one; the plan's files
+    are small files of the chosen partitions not under another pending plan. A retry with the same
+    `request_id` returns the plan its first try stored."""
+    if request_id:
+        for pending in pending_plans(table):
+            if pending.request_id == request_id:
+                return ScheduleResult(pending.id, "scheduled by an earlier try of this request", 0, pending.plan,
+                                      already_scheduled=True)
+    counted = commits_since(table)
+    if counted.count < strategy.min_commits:
+        reason = (f"{counted.count} commit(s) since the last clustering, fewer than min_commits="
+                  f"{strategy.min_commits}")
+        log.info("no clustering plan for %s: %s", table.url, reason)
+        return ScheduleResult(None, reason, counted.count)
+    with _schedule_lock(table):
+        state = table.state()
+        spec = table.spec
+        files = list(state.files.values())
+        existing = list({f.partition_key(): dict(f.partition) for f in files}.values())
+        chosen = planner.select_partitions(spec, existing, strategy)
+        excluded = planned_files(pending_plans(table))
+        groups = planner.build_groups(spec, files, chosen, strategy, excluded=excluded, sorts=bool(layout.columns),
+                                      made_by_clustering=_made_by_clustering(table, state.instants))
+        details = {"partitions_chosen": len(chosen), "files_under_pending_plans": len(excluded)}
+        if not groups:
+            reason = f"nothing to cluster in {len(chosen)} chosen partition(s) (no small files to merge)"
+            log.info("no clustering plan for %s: %s", table.url, reason)
+            return ScheduleResult(None, reason, counted.count, details=details)
+        plan = ClusteringPlan(tuple(groups), layout, state.seq, strategy.to_dict())
+        plan_id = instants.request(table.storage, "replace", SCHEDULE_OPERATION, {"plan": plan.to_dict()},
+                                   request_id, not_before=state.instant or None, finished=table.is_finished)
+    summary = plan.summary()
+    log.info("clustering plan %s for %s: %d group(s), %d file(s) (%d bytes) -> %d file(s), %s", plan_id, table.url,
+             summary["groups"], summary["input_files"], summary["input_bytes"], summary["output_files"],
+             summary["layout"])
+    return ScheduleResult(plan_id, f"{counted.count} commit(s) since the last clustering", counted.count, plan,
+                          details=details)
+
+
+def _made_by_clustering(table: LakeTable, seqs: dict[str, int]) -> Any:
+    """Whether a file was written by a clustering (asked only for lone files: one log read each)."""
+    def check(data_file: DataFile) -> bool:
+        seq = seqs.get(data_file.instant)
+        return seq is not None and table.commit_log.read(seq).operation == EXECUTE_OPERATION
+    return check
+
+
+@contextmanager
+def _schedule_lock(table: LakeTable) -> Iterator[None]:
+    """An exclusive lock file so two schedulers never plan the same files; a lock older than
+    `LOCK_STALE_SECONDS` (its holder died) is broken."""
+    storage = table.storage
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    while not storage.create_json(LOCK, {"at": time.time()}):
+        try:
+            if time.time() - storage.mtime(LOCK) > LOCK_STALE_SECONDS:
+                log.warning("breaking a stale clustering schedule lock on %s", storage.url)
+                storage.delete(LOCK)
+                continue
+        except FileNotFoundError:
+            continue
+        if time.monotonic() > deadline:
+            raise LakeCommitConflict(f"another schedule_clustering holds {LOCK} on {storage.url!r}; run the job "
+                                     "again.")
+        time.sleep(0.2)
+    try:
+        yield
+    finally:
+        storage.delete(LOCK)
