@@ -4,6 +4,7 @@
     airflow-lake files /lake/sales [--as-of X] [--json]
     airflow-lake show /lake/sales [--as-of X] [--json]
     airflow-lake vacuum /lake/sales [--dry-run] [--older-than-hours H] [--json]
+    airflow-lake plans /lake/sales [--json]
 
 It works on metadata (the commit log, checkpoints and pending instants), so it needs neither Spark
 nor Airflow. Only `vacuum` changes anything: it deletes files no log entry holds. Errors print
@@ -22,6 +23,7 @@ from typing import Any
 from airflow_lake import cli_format as fmt
 from airflow_lake.lake import instants
 from airflow_lake.lake.buckets.bucketing import file_bucketing
+from airflow_lake.lake.clustering.timeline import commits_since, pending_plans
 from airflow_lake.lake.errors import LakeError, LakeSpecError
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.spec import DEFAULT_PROPERTIES
@@ -97,6 +99,19 @@ def show_data(table: LakeTable, as_of: str | None) -> Data:
     }
 
 
+def plans_data(table: LakeTable) -> Data:
+    """Pending clustering plans (with their groups) and the commits since the last clustering."""
+    counted = commits_since(table)
+    plans = []
+    for pending in pending_plans(table):
+        item = pending.to_dict()
+        if pending.plan is not None:
+            item["groups_detail"] = [g.to_dict() for g in pending.plan.groups]
+        plans.append(item)
+    return {"table": table.url, "commits_since_last_clustering": counted.count,
+            "last_clustering": counted.since_instant, "plans": plans}
+
+
 def vacuum_data(table: LakeTable, older_than_hours: float | None, dry_run: bool) -> Data:
     """Delete (or with `dry_run` only list) the files no log entry holds; what was found and done."""
     result = vacuum(table, older_than_hours, dry_run=dry_run)
@@ -150,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="only list what would be deleted; change nothing")
     vacuum.add_argument("--older-than-hours", dest="older_than_hours", type=_hours, default=None,
                         help="keep files modified more recently (default: the table property clean.retain.hours)")
-    for sub in (timeline, files, show, vacuum):
+    plans = commands.add_parser("plans", help="pending clustering plans and commits since the last clustering")
+    for sub in (timeline, files, show, vacuum, plans):
         sub.add_argument("path", help="table path or URL")
         sub.add_argument("--json", action="store_true", help="print JSON instead of a text table")
     return parser
@@ -161,6 +177,7 @@ COMMANDS: dict[str, tuple[Callable[[LakeTable, argparse.Namespace], Data], Calla
     "files": (lambda t, a: files_data(t, a.as_of), fmt.render_files),
     "show": (lambda t, a: show_data(t, a.as_of), fmt.render_show),
     "vacuum": (lambda t, a: vacuum_data(t, a.older_than_hours, a.dry_run), fmt.render_vacuum),
+    "plans": (lambda t, a: plans_data(t), fmt.render_plans),
 }
 
 

@@ -174,3 +174,22 @@ def render_vacuum(data: Mapping[str, Any]) -> str:
     else:
         head = f"deleted {counts} (untouched for {hours}); recorded as instant {data['instant']}, seq {data['seq']}"
     return "\n".join([f"table {data['table']}", head, "", *listed])
+
+
+def render_plans(data: Mapping[str, Any]) -> str:
+    """Text form of `airflow-lake plans`: one row per pending clustering plan."""
+    head = (f"{data['table']}: {data['commits_since_last_clustering']} commit(s) since the last clustering"
+            f" ({data['last_clustering'] or 'none yet'})")
+    if not data["plans"]:
+        return head + "\nno pending clustering plans"
+    headers = ["PLAN", "REQUESTED (UTC)", "GROUPS", "PARTITIONS", "INPUT FILES", "INPUT", "OUTPUT FILES", "LAYOUT",
+               "RUNNING"]
+    rows = []
+    for plan in data["plans"]:
+        if plan.get("damaged"):
+            rows.append([plan["id"], fmt_time(plan["requested_at"]), "-", "-", "-", "-", "-", "(unreadable)", "-"])
+            continue
+        rows.append([plan["id"], fmt_time(plan["requested_at"]), str(plan["groups"]), str(plan["partitions"]),
+                     str(plan["input_files"]), fmt_bytes(plan["input_bytes"]), str(plan["output_files"]),
+                     plan["layout"], ", ".join(plan["attempts"]) or "-"])
+    return head + "\n" + render_table(headers, rows, right={2, 3, 4, 5, 6})

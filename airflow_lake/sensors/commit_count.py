@@ -1,0 +1,78 @@
+"""`CommitCountSensor`: wait until a lake table has had N commits — since its last clustering (default),
+since an instant, or since its start — in poke, reschedule or deferrable mode."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.configuration import conf
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
+
+from airflow_lake.exceptions import LakeJobError
+from airflow_lake.lake.clustering.timeline import check_since
+from airflow_lake.sensors.commit_count_check import count_commits
+from airflow_lake.triggers.commit_count import CommitCountTrigger
+
+
+class CommitCountSensor(BaseSensorOperator):
+    """Succeed once `table` has at least `min_commits` completed commits; returns (XCom) the count, the
+    counted instants and the instant counted from. Reads only the timeline: no Spark.
+
+    :param table: path of the lake table (templated).
+    :param min_commits: commits to wait for (templated), default 4.
+    :param since: "last_clustering" (default), "start", or an instant id (templated).
+    :param actions: actions that count (default ["commit", "upsert"]: data writes).
+    :param deferrable: wait in the triggerer instead of a worker slot.
+    """
+
+    template_fields: Sequence[str] = ("table", "min_commits", "since")
+    ui_color = "#d9d2e9"
+
+    def __init__(self, *, table: str, min_commits: int | str = 4, since: str = "last_clustering",
+                 actions: Sequence[str] | None = None,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.min_commits = min_commits
+        self.since = since
+        self.actions = list(actions) if actions is not None else None
+        self.deferrable = deferrable
+
+    def _wanted(self) -> int:
+        value = self.min_commits
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"min_commits must be a whole number >= 0, got {self.min_commits!r}")
+        return value
+
+    def poke(self, context: Context) -> bool | PokeReturnValue:
+        """Count once."""
+        found = count_commits(self.table, check_since(self.since), self.actions)
+        wanted = self._wanted()
+        self.log.info("%s: %d of %d commit(s) since %s", self.table, found["count"], wanted,
+                      found["since_instant"] or self.since)
+        return PokeReturnValue(is_done=found["count"] >= wanted, xcom_value=found)
+
+    def execute(self, context: Context) -> Any:
+        """Poke (and reschedule) as any sensor; deferrable: check once, then wait in the triggerer."""
+        if not self.deferrable:
+            return super().execute(context)
+        found = self.poke(context)
+        if isinstance(found, PokeReturnValue) and found.is_done:
+            return found.xcom_value
+        self.defer(trigger=CommitCountTrigger(self.table, self._wanted(), check_since(self.since), self.actions,
+                                              float(self.poke_interval)),
+                   method_name="execute_complete", timeout=timedelta(seconds=float(self.timeout)))
+        return None
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Back from the trigger: the count, or the trigger's error."""
+        if not event or event.get("status") != "success":
+            message = (event or {}).get("message", "no event")
+            raise LakeJobError(f"CommitCountSensor on {self.table!r} failed: {message}")
+        self.log.info("%s: %d commit(s) since %s", self.table, event["count"], event.get("since_instant"))
+        return {k: v for k, v in event.items() if k != "status"}
