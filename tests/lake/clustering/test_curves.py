@@ -1,0 +1,144 @@
+"""Curve values computed by Spark expressions, checked against independent Python computations."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import itertools
+import random
+import struct
+from typing import Any
+
+import pytest
+
+from airflow_lake.lake.clustering import curves
+
+
+def interleave_reference(values: list[int], bits: int) -> int:
+    """Bit interleaving done bit by bit: level by level from the top, first value first."""
+    out = 0
+    for level in range(bits - 1, -1, -1):
+        for value in values:
+            out = (out << 1) | ((value >> level) & 1)
+    return out
+
+
+def words_value(words: list[int], dims: int, bits: int) -> int:
+    """The words of `curves.interleave` joined into one integer."""
+    per_word = curves.WORD_BITS // dims
+    out, top = 0, bits
+    for word in words:
+        levels = min(per_word, top)
+        assert 0 <= word < 1 << (levels * dims)
+        out = (out << (levels * dims)) | word
+        top -= levels
+    return out
+
+
+def test_dilation_steps_spread_every_bit_to_its_place() -> None:
+    for dims in range(2, 9):
+        for bits in range(1, 64 // dims + 1):
+            for _ in range(20):
+                value = random.getrandbits(bits)
+                spread = value
+                for shift, mask in curves.dilation_steps(dims, bits):
+                    spread = (spread | (spread << shift)) & mask
+                assert spread == sum(((value >> i) & 1) << (i * dims) for i in range(bits)), (dims, bits)
+
+
+def test_direct_z_values_are_the_bit_interleaving_of_the_mapped_values(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    rng = random.Random(3)
+    rows = [(rng.randint(-2**63, 2**63 - 1), rng.randint(-5, 5), rng.getrandbits(20)) for _ in range(300)]
+    rows += [(-2**63, 2**63 - 1, 0), (0, -1, 1)]
+    df = spark.createDataFrame(rows, "a BIGINT, b BIGINT, c BIGINT")
+    words = curves.interleave([curves.direct_coordinate(F.col(c), "bigint") for c in "abc"], 64)
+    got = df.select(*[F.col(c) for c in "abc"], *words).collect()
+    for row in got:
+        mapped = [(v + 2**63) for v in row[:3]]  # the sign bit flipped: unsigned order = signed order
+        assert words_value(list(row[3:]), 3, 64) == interleave_reference(mapped, 64)
+
+
+@pytest.mark.parametrize("dims", [2, 3, 5])
+def test_z_values_of_small_coordinates(spark: Any, dims: int) -> None:
+    from pyspark.sql import functions as F
+
+    rng = random.Random(dims)
+    rows = [tuple(rng.getrandbits(11) for _ in range(dims)) for _ in range(200)]
+    names = [f"c{i}" for i in range(dims)]
+    df = spark.createDataFrame(rows, ", ".join(f"{n} BIGINT" for n in names))
+    words = curves.interleave([F.col(n) for n in names], 11)
+    for row in df.select(*names, *words).collect():
+        assert words_value(list(row[dims:]), dims, 11) == interleave_reference(list(row[:dims]), 11)
+
+
+def hilbert_order(spark: Any, points: list[tuple[int, ...]], bits: int) -> list[tuple[int, ...]]:
+    from pyspark.sql import functions as F
+
+    dims = len(points[0])
+    names = [f"x{i}" for i in range(dims)]
+    df = spark.createDataFrame(points, ", ".join(f"{n} BIGINT" for n in names))
+    df = df.withColumns({f"h{i}": F.col(n) for i, n in enumerate(names)})
+    df = curves.hilbert_transpose(df, [f"h{i}" for i in range(dims)], bits)
+    words = curves.interleave([F.col(f"h{i}") for i in range(dims)], bits)
+    rows = df.select(*names, *words).collect()
+    keyed = sorted((words_value(list(r[dims:]), dims, bits), tuple(r[:dims])) for r in rows)
+    assert [k for k, _ in keyed] == list(range(len(points)))  # a bijection onto 0..n-1
+    return [p for _, p in keyed]
+
+
+def test_hilbert_indexes_of_a_full_grid_form_a_path_of_unit_steps(spark: Any) -> None:
+    grid = [(x, y) for x in range(16) for y in range(16)]
+    path = hilbert_order(spark, grid, 4)
+    assert all(sum(abs(a - b) for a, b in zip(p, q, strict=True)) == 1 for p, q in itertools.pairwise(path))
+    assert path[0] == (0, 0)
+    cube = [(x, y, z) for x in range(4) for y in range(4) for z in range(4)]
+    path3 = hilbert_order(spark, cube, 2)
+    assert all(sum(abs(a - b) for a, b in zip(p, q, strict=True)) == 1 for p, q in itertools.pairwise(path3))
+
+
+def test_float_coordinates_are_the_ieee_bit_trick(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    rng = random.Random(5)
+    values = [0.0, -0.0, 1.0, -1.0, 1e-310, -1e-310, 5e-324, 2.0 ** -1022, 1.5, float("inf"), float("-inf"),
+              1e308, -2.5, 0.1, 2.0 ** 52 + 1, 7.0, 8.0, 1023.9999999]
+    values += [rng.uniform(-1e6, 1e6) for _ in range(100)] + [rng.uniform(-1, 1) * 10 ** rng.randint(-300, 300)
+                                                              for _ in range(100)]
+    df = spark.createDataFrame([(v,) for v in values], "d DOUBLE")
+    got = [r[0] for r in df.select(curves.double_bits(F.col("d"))).collect()]
+
+    def reference(v: float) -> int:
+        bits = struct.unpack(">Q", struct.pack(">d", 0.0 if v == 0 else v))[0]
+        return bits ^ (2**64 - 1) if bits >> 63 else bits | 1 << 63
+
+    assert [g & (2**64 - 1) for g in got] == [reference(v) for v in values]
+    ordered = sorted(zip(values, got, strict=True), key=lambda p: p[1] & (2**64 - 1))
+    assert [v for v, _ in ordered] == sorted(values)
+
+
+@pytest.mark.parametrize(("type_name", "values"), [
+    ("int", [5, -3, 0, 2**31 - 1, -2**31]),
+    ("float", [1.5, -2.25, 0.0, 3.4e38, -1e-30]),
+    ("decimal(10,2)", [decimal.Decimal("1.05"), decimal.Decimal("-99.99"), decimal.Decimal("0.00")]),
+    ("decimal(30,5)", [decimal.Decimal("1e20"), decimal.Decimal("-3.5"), decimal.Decimal("2.25")]),
+    ("date", [dt.date(2024, 1, 2), dt.date(1969, 12, 31), dt.date(2000, 2, 29)]),
+    ("timestamp", [dt.datetime(2024, 1, 2, 3, 4, 5, 6), dt.datetime(1960, 1, 1), dt.datetime(2024, 1, 2, 3, 4, 5, 7)]),
+    ("string", ["http://www.b", "http://www.a", "", "é", "a", "http://w"]),
+    ("boolean", [True, False]),
+])
+def test_direct_coordinates_keep_the_order_of_every_type(spark: Any, type_name: str, values: list[Any]) -> None:
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame([(v,) for v in [*values, None]], f"v {type_name}")
+    rows = df.select("v", curves.direct_coordinate(F.col("v"), type_name).alias("c")).collect()
+    unsigned = {(r["v"] if r["v"] is not None else "NULL"): r["c"] & (2**64 - 1) for r in rows}
+    assert unsigned.pop("NULL") == 2**64 - 1  # NULL is the largest coordinate
+    by_coordinate = [v for v, _ in sorted(unsigned.items(), key=lambda kv: kv[1])]
+    expected = sorted(v for v in unsigned if not isinstance(v, str))  # the values as Spark holds them
+    if type_name == "string":  # only the first 8 bytes count: "http://www.a" and "http://www.b" tie
+        assert unsigned["http://www.a"] == unsigned["http://www.b"] == unsigned["http://w"] + 0
+        assert unsigned[""] == 0 and unsigned["é"] > unsigned["http://w"] > unsigned["a"] > 0
+        return
+    assert by_coordinate == expected

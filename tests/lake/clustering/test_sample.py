@@ -1,0 +1,91 @@
+"""SAMPLE coordinates: the seed's sampling sizes, weights, bounds, expansion, and ranks in Spark."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from airflow_lake.lake.clustering import sample
+
+
+def test_sample_sizes_follow_the_seed() -> None:
+    counts = {pid: 100 for pid in range(9)} | {9: 100_000}
+    plan = sample.sample_plan(counts, ranges=10)
+    assert plan.sample_size == 200  # min(20 * ranges, 1e6)
+    assert plan.per_partition == math.ceil(3 * 200 / 10)  # 3x the share of each of the 10 partitions
+    assert plan.fraction == 200 / 100_900
+    assert plan.imbalanced() == {9}  # fraction * rows > per-partition size only for the big one
+    huge = sample.sample_plan({0: 10**9}, ranges=10**6)
+    assert huge.sample_size == 1_000_000 and huge.per_partition == 3_000_000
+
+
+def test_bounds_walk_the_cumulative_weight_and_skip_duplicates() -> None:
+    candidates = [(1, 1.0), (2, 1.0), (2, 1.0), (2, 1.0), (3, 1.0), (4, 1.0)]
+    # step = 6 / 3 = 2: 2 reaches 2 -> bound 2; the next 2 reaches 4 but equals the last bound; 3 -> bound 3
+    assert sample.determine_bounds(candidates, 3) == [2, 3]
+    weighted = [(4, 1.0), (1, 5.0), (3, 1.0), (2, 1.0)]  # unsorted; the heavy 1 alone passes half the weight
+    assert sample.determine_bounds(weighted, 2) == [1]
+    assert sample.determine_bounds(weighted, 1) == []
+    assert sample.determine_bounds([(None, 3.0), ("b", 1.0), ("a", 1.0)], 2) == ["a"]  # NULLs are not bounds
+    many = [(i, 1.0) for i in range(1000)]
+    assert sample.determine_bounds(many, 4) == [249, 499, 749]
+
+
+def test_expansion_makes_every_column_span_the_longest() -> None:
+    factors, longest = sample.expand([[1, 2, 3, 4, 5, 6, 7, 8], [10, 20], []])
+    assert (factors, longest) == ([1, 4, 1], 8)
+
+
+def test_skewed_partitions_are_sampled_with_the_seeds_weights(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    # ten input partitions of 100,000 ids: the first keeps them all, the others every 1000th (100 rows)
+    ids = spark.range(0, 1_000_000, 1, 10).where((F.col("id") < 100_000) | (F.col("id") % 1000 == 0))
+    keys = ids.select(F.col("id").alias("k0"))
+    counts = sample.partition_counts(keys)
+    assert sorted(counts.values()) == [100] * 9 + [100_000] and len(counts) == 10
+    plan = sample.sample_plan(counts, ranges=10)
+    big = next(pid for pid, n in counts.items() if n == 100_000)
+    assert plan.imbalanced() == {big}
+    got = sample.sample(keys, plan, seed=1)
+    heavy = [(k, w) for k, w in got if k[0] < 100_000]
+    light = [(k, w) for k, w in got if k[0] >= 100_000]
+    assert all(w == 1 / plan.fraction for _, w in heavy)  # re-sampled with `fraction`, weight 1/fraction
+    assert 100 < len(heavy) < 320  # ~ fraction * 100,000 = 198
+    # each small partition keeps per_partition (60) of its 100 rows, weight 100/60
+    assert len(light) == 9 * plan.per_partition and all(w == 100 / plan.per_partition for _, w in light)
+    assert len({k for k, _ in light}) == len(light)  # without replacement
+    assert sum(w for _, w in got) == pytest.approx(100_900, rel=0.25)
+    assert got == sample.sample(keys, plan, seed=1)  # the same seed, the same sample: retries lay out alike
+
+
+def test_ranks_count_the_bounds_below_and_scale_by_the_factor(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    rows = [(5, "a"), (10, "b"), (11, "c"), (30, "d"), (31, "e"), (None, None), (20, "b")]
+    df = spark.createDataFrame(rows, "v BIGINT, s STRING")
+    ranked, bits = sample.rank_columns(df, [F.col("v"), F.col("s")], [[10, 20, 30], ["b"]], ["rv", "rs"])
+    got = {r["v"]: (r["rv"], r["rs"]) for r in ranked.collect()}
+    # v: bounds below 5 -> 0, 10 -> 0 (not below), 11 -> 1, 20 -> 1, 30 -> 2, 31 -> 3; s: factor 3 // 1 = 3
+    assert got == {5: (0, 0), 10: (0, 0), 11: (1, 3), 20: (1, 0), 30: (2, 3), 31: (3, 3), None: (4, 4)}
+    assert bits == 3  # coordinates up to 4 (NULL = longest + 1)
+    assert set(ranked.columns) == {"v", "s", "rv", "rs"}
+
+
+def test_sample_ranks_tell_strings_with_a_shared_prefix_apart(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    from airflow_lake.lake.clustering import curves
+
+    urls = [f"http://www.{chr(97 + i % 26)}{i:04d}.com" for i in range(2000)]
+    df = spark.createDataFrame([(u,) for u in urls], "s STRING")
+    direct = {r[0] for r in df.select(curves.direct_coordinate(F.col("s"), "string")).collect()}
+    assert len(direct) == 1  # the first 8 bytes are "http://w" for all
+    keys = df.select(F.col("s").alias("k0"))
+    plan = sample.sample_plan(sample.partition_counts(keys), ranges=64)
+    bounds = sample.determine_bounds([(k[0], w) for k, w in sample.sample(keys, plan)], 64)
+    ranked, _ = sample.rank_columns(df, [F.col("s")], [bounds], ["r"])
+    ranks = [r["r"] for r in ranked.orderBy("s").collect()]
+    assert len(set(ranks)) == 64 and ranks == sorted(ranks)  # dense ranks 0..63 in string order
