@@ -60,8 +60,8 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     the Spark job); `metrics` (if given) gets `query_exchanges`, the shuffles in the plan of `df`, and
     `write_exchanges`, the shuffles the write adds to it.
 
-    `sort_within` replaces the bucket sort columns as the order of rows within a bucket (clustering's
-    curve keys), and `drop_columns` are helper columns dropped once the rows are in order.
+    `sort_within` orders the rows of each task (each file) — within a bucket instead of the bucket sort
+    columns — (clustering's keys); `drop_columns` are helper columns dropped once the rows are in order.
 
     Raises `LakeSchemaError` / `LakeSpecError` for data the table refuses; nothing is placed then.
     """
@@ -74,6 +74,9 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
         if spec.bucket is not None:
             df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN, sort_within)
             keys += [COUNT_COLUMN, BUCKET_COLUMN] if varying_counts(spec) else [BUCKET_COLUMN]
+        elif sort_within:  # after the checks above: they project the partition columns anew, and a sort by
+            # the old ones would not satisfy the write, which would then re-sort by partition only
+            df = df.sortWithinPartitions(*[f"`{c}`" for c in [*keys, *sort_within]])
         if drop_columns:
             df = df.drop(*drop_columns)  # (the order they made stays: the write only needs its prefix)
         if metrics is not None:  # shuffles of the query that made the rows, and shuffles the write added

@@ -20,7 +20,9 @@ LINEAR, ZORDER, HILBERT = "LINEAR", "ZORDER", "HILBERT"
 DIRECT, SAMPLE = "DIRECT", "SAMPLE"
 KINDS = (LINEAR, ZORDER, HILBERT)
 CURVES = (DIRECT, SAMPLE)
-DEFAULT_RANGES = 1000  # SAMPLE: ranges per column (Hudi: hoodie.layout.optimize.build.curve.sample.size)
+# SAMPLE: ranges per column (Hudi: hoodie.layout.optimize.build.curve.sample.size); a power of two, so the
+# curve's cells split the rows evenly (sample.expand)
+DEFAULT_RANGES = 1024
 MAX_RANGES = 100_000
 KEY_PREFIX = "__lake_curve"
 

@@ -12,12 +12,15 @@ bounds per column, and the index of a value's range as its coordinate.
 3. Bounds per column (`determine_bounds`): sort the candidates, walk the cumulative weight, take a bound
    each time it passes the next multiple of `total weight / ranges`, skipping a value equal to the
    previous bound. So bounds follow the data (dense ranks from 0, robust to shared string prefixes).
-4. Expansion (`expand`): every column spans the range of the column with the most bounds: a column with
-   fewer bounds has its ranks multiplied by `max bounds // its bounds`. (Hudi adds a random offset within
-   the widened range; we do not, so rows of one range keep the other columns' order and a retry lays
-   out the same.)
-5. The coordinate of a value (`rank_columns`) is the number of bounds below it, by a binary search of
-   Spark expressions over the bounds as a literal array (one projection per step); NULL is the largest.
+4. Expansion (`expand`): every column spans the same range [0, 2**bits), bits enough for the column with
+   the most ranges: rank r of a column with R ranges becomes r * 2**bits // R. With a power-of-two number
+   of ranges (the default 1024) the curve's cells then hold equal shares of the rows, so files cut at equal
+   row counts fall on cell borders. (Hudi multiplies by `max bounds / its bounds` and adds a random offset
+   within the widened range; we add none, so rows of one range keep the other columns' order and a retry
+   lays out the same.)
+5. The rank of a value (`rank_columns`) is the number of bounds below it, by a binary search of Spark
+   expressions over the bounds as a literal array (one projection per step); NULL takes the largest
+   coordinate.
 """
 
 from __future__ import annotations
@@ -154,21 +157,23 @@ def determine_bounds(candidates: Sequence[tuple[Any, float]], ranges: int) -> li
     return bounds
 
 
-def expand(bounds: Sequence[Sequence[Any]]) -> tuple[list[int], int]:
-    """Step 4: the factor of each column (max bounds // its bounds; 1 for a column without bounds) and the
-    largest coordinate of a non-null value."""
-    longest = max((len(b) for b in bounds), default=0)
-    factors = [longest // len(b) if b else 1 for b in bounds]
-    return factors, longest
+def expand(bounds: Sequence[Sequence[Any]]) -> tuple[int, list[int]]:
+    """Step 4: the coordinates' bit width (enough for the column with the most ranges) and each column's
+    number of ranges (its bounds + 1). A column's coordinate is `rank * 2**bits // ranges`, so every column
+    spans [0, 2**bits) (the seed multiplies by `max bounds / its bounds` for the same end)."""
+    ranges = [len(b) + 1 for b in bounds]
+    bits = max(1, (max(ranges, default=1) - 1).bit_length())
+    return bits, ranges
 
 
 def rank_columns(df: DataFrame, keys: Sequence[Column], bounds: Sequence[Sequence[Any]], names: Sequence[str]
                  ) -> tuple[DataFrame, int]:
-    """`df` with one coordinate column per key (step 5: rank * factor; NULL -> largest + 1); returns the
+    """`df` with one coordinate column per key (step 5; NULL -> the largest coordinate); returns the
     coordinates' bit width."""
     from pyspark.sql import functions as F
 
-    factors, longest = expand(bounds)
+    bits, ranges = expand(bounds)
+    longest = max((len(b) for b in bounds), default=0)
     df = df.withColumns({f"{name}_v": key for name, key in zip(names, keys, strict=True)})
     df = df.withColumns({name: F.lit(0).cast("bigint") for name in names})
     arrays = {f"{name}_b": _literal_array(bound) for name, bound in zip(names, bounds, strict=True) if bound}
@@ -186,12 +191,13 @@ def rank_columns(df: DataFrame, keys: Sequence[Column], bounds: Sequence[Sequenc
         if new:
             df = df.withColumns(new)
         step //= 2
-    null_rank = longest + 1
+    top = (1 << bits) - 1
     df = df.withColumns({
-        name: F.when(F.col(f"{name}_v").isNull(), F.lit(null_rank)).otherwise(F.col(name) * F.lit(factor))
-        .cast("bigint") for name, factor in zip(names, factors, strict=True)})
+        name: F.when(F.col(f"{name}_v").isNull(), F.lit(top))
+        .otherwise((F.col(name) * F.lit(1 << bits) / F.lit(count)).cast("bigint")).cast("bigint")
+        for name, count in zip(names, ranges, strict=True)})
     df = df.drop(*[f"{name}_v" for name in names], *arrays)
-    return df, max(1, null_rank.bit_length())
+    return df, bits
 
 
 def _literal_array(bound: Sequence[Any]) -> Column:

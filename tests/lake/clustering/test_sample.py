@@ -33,9 +33,10 @@ def test_bounds_walk_the_cumulative_weight_and_skip_duplicates() -> None:
     assert sample.determine_bounds(many, 4) == [249, 499, 749]
 
 
-def test_expansion_makes_every_column_span_the_longest() -> None:
-    factors, longest = sample.expand([[1, 2, 3, 4, 5, 6, 7, 8], [10, 20], []])
-    assert (factors, longest) == ([1, 4, 1], 8)
+def test_expansion_makes_every_column_span_the_same_range() -> None:
+    bits, ranges = sample.expand([list(range(1023)), [10, 20, 30], []])
+    assert (bits, ranges) == (10, [1024, 4, 1])  # 1024 ranges: 10 bits; 4 ranges spread over the same 10 bits
+    assert sample.expand([[1, 2]]) == (2, [3])
 
 
 def test_skewed_partitions_are_sampled_with_the_seeds_weights(spark: Any) -> None:
@@ -61,16 +62,17 @@ def test_skewed_partitions_are_sampled_with_the_seeds_weights(spark: Any) -> Non
     assert got == sample.sample(keys, plan, seed=1)  # the same seed, the same sample: retries lay out alike
 
 
-def test_ranks_count_the_bounds_below_and_scale_by_the_factor(spark: Any) -> None:
+def test_ranks_count_the_bounds_below_and_spread_over_the_same_bits(spark: Any) -> None:
     from pyspark.sql import functions as F
 
     rows = [(5, "a"), (10, "b"), (11, "c"), (30, "d"), (31, "e"), (None, None), (20, "b")]
     df = spark.createDataFrame(rows, "v BIGINT, s STRING")
     ranked, bits = sample.rank_columns(df, [F.col("v"), F.col("s")], [[10, 20, 30], ["b"]], ["rv", "rs"])
     got = {r["v"]: (r["rv"], r["rs"]) for r in ranked.collect()}
-    # v: bounds below 5 -> 0, 10 -> 0 (not below), 11 -> 1, 20 -> 1, 30 -> 2, 31 -> 3; s: factor 3 // 1 = 3
-    assert got == {5: (0, 0), 10: (0, 0), 11: (1, 3), 20: (1, 0), 30: (2, 3), 31: (3, 3), None: (4, 4)}
-    assert bits == 3  # coordinates up to 4 (NULL = longest + 1)
+    # v (4 ranges, 2 bits): bounds below 5 -> 0, 10 -> 0 (not below), 11 -> 1, 20 -> 1, 30 -> 2, 31 -> 3;
+    # s (2 ranges): rank 1 -> 1 * 4 // 2 = 2; NULL -> the largest coordinate, 3
+    assert got == {5: (0, 0), 10: (0, 0), 11: (1, 2), 20: (1, 0), 30: (2, 2), 31: (3, 2), None: (3, 3)}
+    assert bits == 2
     assert set(ranked.columns) == {"v", "s", "rv", "rs"}
 
 
