@@ -186,13 +186,22 @@ class PendingInstant:
         whatever its last heartbeat says). Another host's writer is judged by its heartbeat alone."""
         if not self.inflight or self.pid is None or self.host != socket.gethostname():
             return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except OSError:  # it exists (owned by someone else)
-            return False
+        return not process_alive(self.pid)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (a zombie — dead, not yet reaped by its parent — does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
+    except OSError:  # it exists (owned by someone else)
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:  # no /proc (not Linux): trust the signal check
+        return True
 
 
 def pending(storage: Storage) -> list[PendingInstant]:

@@ -138,3 +138,30 @@ def test_sigkill_during_a_bucket_rewrite_leaves_the_table_as_before(
         before_files - {f.path for f in table.snapshot().files})  # only live files and the replaced ones
     assert {f.bucket for f in table.snapshot().files if f.partition["dt"] != "d1"} == set(range(8))
     assert not any(Path(table_path, "_lake", "staging").iterdir())
+
+
+@pytest.mark.parametrize("point", ["during_write", "before_commit"])
+def test_sigkill_during_clustering_leaves_the_table_readable_and_a_rerun_completes_the_plan(
+        spark: Any, table_path: str, tmp_path: Path, point: str) -> None:
+    new_table(table_path, fast_heartbeat=False)  # default heartbeat: the rerun finds the killed writer's process gone
+    ids = list(range(400))
+    for i in range(4):
+        run(spark, "write", {"table": table_path, "source": {"path": write_source(
+            tmp_path / f"{i}.parquet", ids[i::4], ["d1", "d2"] * 50)}})
+    table = LakeTable.open(table_path)
+    before_files = {f.path for f in table.snapshot().files}
+    plan = run(None, "schedule_clustering", {"table": table_path, "layout": "ZORDER", "sort_columns": ["id", "v"]})
+    spec = {"table": table_path, "plan_id": plan["plan_id"], "request_id": "dag/run/1/-1"}
+    submit_and_kill("execute_clustering", spec, point, table_path, tmp_path)
+
+    table = LakeTable.open(table_path)
+    assert table_ids(spark, table_path) == ids  # readable as before: every row once
+    assert {f.path for f in table.snapshot().files} == before_files
+    assert not table.is_finished(plan["plan_id"])
+    out = run(spark, "execute_clustering", spec)  # the Airflow retry, at once: the dead attempt is rolled back
+    assert out["already_committed"] is False and (out["files_before"], out["files_after"]) == (8, 2)
+    table = LakeTable.open(table_path)
+    assert table_ids(spark, table_path) == ids
+    assert [i.state for i in table.timeline() if i.operation == "execute_clustering"] == [ROLLED_BACK, COMPLETED]
+    assert pending(table.storage) == []
+    assert parquet_files_on_disk(table_path) == {f.path for f in table.snapshot().files} | before_files
