@@ -382,3 +382,28 @@ def test_cli_imports_neither_spark_nor_airflow() -> None:
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_plans_lists_pending_clustering_plans(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_lake.jobs.runner import run as run_operation
+
+    table = LakeTable.create(str(tmp_path / "t"), {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"]})
+    code, out, _ = run(capsys, "plans", table.url)
+    assert code == 0 and "0 commit(s) since the last clustering (none yet)" in out
+    assert "no pending clustering plans" in out
+    for _ in range(4):
+        commit(table, [("a", 10, None), ("b", 10, None)])
+    plan = run_operation(None, "schedule_clustering", {"table": table.url, "layout": "LINEAR",
+                                                       "sort_columns": ["id"]})
+    code, out, _ = run(capsys, "plans", table.url)
+    assert code == 0
+    header, row = out.splitlines()[1:3]
+    assert header.split()[:3] == ["PLAN", "REQUESTED", "(UTC)"]
+    assert row.split()[0] == plan["plan_id"] and "LINEAR(id)" in row
+    assert row.split()[3:6] == ["2", "2", "8"]  # groups, partitions, input files
+    code, out, _ = run(capsys, "plans", table.url, "--json")
+    data = json.loads(out)
+    assert data["commits_since_last_clustering"] == 4 and data["last_clustering"] is None
+    (item,) = data["plans"]
+    assert item["id"] == plan["plan_id"] and item["input_files"] == 8 and item["attempts"] == []
+    assert sorted(g["partition"]["dt"] for g in item["groups_detail"]) == ["a", "b"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 
 FORMATS = ("parquet", "csv", "json")
 _FILE_READ = re.compile(r"\b[A-Za-z]\w*\s*\.\s*`([^`]+)`")  # Spark SQL on files: parquet.`/some/path`
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -90,8 +93,12 @@ class Source:
         return cls(query=query, tables=tuple(refs))
 
 
-def load(spark: SparkSession, source: Source, spec: TableSpec) -> tuple[DataFrame, dict[str, list[str]]]:
-    """The source as a DataFrame, and the live files it reads per lake table URL (for conflict checks)."""
+def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, dict[str, int]] | None = None
+         ) -> tuple[DataFrame, dict[str, list[str]]]:
+    """The source as a DataFrame, and the live files it reads per lake table URL (for conflict checks).
+
+    `scans` (if given) gets, per query table name, the files read and the files skipped by their stats.
+    """
     from airflow_lake.lake.buckets.catalog import register
     from airflow_lake.lake.table import LakeTable
 
@@ -104,6 +111,10 @@ def load(spark: SparkSession, source: Source, spec: TableSpec) -> tuple[DataFram
         scan = table.scan(filters=ref.filters or None, as_of=ref.as_of)
         register(spark, scan, ref.name)  # bucketed where the table is
         reads.setdefault(table.url, []).extend(f.path for f in scan.files)
+        log.info("query table %s (%s): %d of %d file(s) read, %d skipped by their stats", ref.name, table.url,
+                 len(scan.files), scan.files_total, scan.files_skipped)
+        if scans is not None:
+            scans[ref.name] = {"files_read": len(scan.files), "files_skipped": scan.files_skipped}
     assert source.query is not None
     return read_only_query(spark, source.query), reads
 

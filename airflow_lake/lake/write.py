@@ -41,8 +41,9 @@ def normalize_partitions(spec: TableSpec, partitions: Partitions, field: str = "
 
 def write(table: LakeTable, df: DataFrame, *, mode: str = "append", partitions: Partitions = None,
           request_id: str | None = None, reads: Iterable[str] = (),
-          metadata: Mapping[str, Any] | None = None) -> LogEntry:
-    """Append `df`, or overwrite the table / the given partitions / ('dynamic') the partitions in `df`.
+          metadata: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None) -> LogEntry:
+    """Append `df`, or overwrite the table / the given partitions / ('dynamic') the partitions in `df`;
+    `metrics` are added to the commit's.
 
     With a `request_id` already committed, returns that entry and writes nothing (idempotent retries).
     Schema and partition errors are raised before any instant starts.
@@ -69,20 +70,20 @@ def write(table: LakeTable, df: DataFrame, *, mode: str = "append", partitions: 
                       metadata={"mode": mode, "partitions": parts, **(metadata or {})})
     try:
         allowed = parts if isinstance(parts, list) else None
-        metrics: dict[str, Any] = {}
+        metrics_out: dict[str, Any] = dict(metrics or {})
         files = write_dataframe(conformed, table.storage, spec, txn.instant, allowed_partitions=allowed,
-                                metrics=metrics)
+                                metrics=metrics_out)
         base = txn.base_files
         if mode == "append":
-            return txn.commit(added=files, reads=reads, metrics=metrics)
+            return txn.commit(added=files, reads=reads, metrics=metrics_out)
         if parts is None:
             return txn.commit(added=files, removed=[f.path for f in base], reads=reads, whole_table=True,
-                              metrics=metrics)
+                              metrics=metrics_out)
         targets = [dict(p) for p in {f.partition_key(): f.partition for f in files}.values()] \
             if parts == DYNAMIC else parts
         assert isinstance(targets, list)
         removed = [f.path for f in files_in_partitions(base, targets)]
-        return txn.commit(added=files, removed=removed, reads=reads, overwrites=targets, metrics=metrics,
+        return txn.commit(added=files, removed=removed, reads=reads, overwrites=targets, metrics=metrics_out,
                           metadata={"overwritten_partitions": targets})
     except BaseException:
         txn.abort()

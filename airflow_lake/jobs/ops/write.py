@@ -54,10 +54,12 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     prior = table.find_request(spec.request_id, "write") if spec.request_id else None
     if prior is not None:
         return entry_metrics(table.url, "write", prior, already_committed=True)
-    df, reads = load(spark, spec.source, table.spec)
+    scans: dict[str, dict[str, int]] = {}
+    df, reads = load(spark, spec.source, table.spec, scans)
     try:
         entry = lake_write.write(table, df, mode=spec.mode, partitions=spec.partitions, request_id=spec.request_id,
-                                 reads=reads.get(table.url, ()), metadata={"source": spec.source.describe()})
+                                 reads=reads.get(table.url, ()), metadata={"source": spec.source.describe()},
+                                 metrics={"source_scans": scans} if scans else None)
     except Exception as err:  # a source file Spark refused mid-write, as a clear error
         clear = source_error(err)
         if clear is None:

@@ -295,3 +295,20 @@ def test_sample_beats_direct_on_strings_with_a_shared_prefix(spark: Any, tmp_pat
     print("ZORDER(x, s) with a shared 'http://www.' prefix, share of files opened:",
           {k: f"{v:.1%}" for k, v in overlap.items()})
     assert overlap["SAMPLE"] < overlap["DIRECT"]
+
+
+def test_reads_filtered_on_the_clustered_columns_skip_files_and_say_so(spark: Any, table: LakeTable,
+                                                                       tmp_path: Path) -> None:
+    total = sum(f.bytes for f in table.snapshot().files if f.partition["dt"] == "d1")
+    plan = schedule(table.url, layout="LINEAR", sort_columns=["x"], partitions=[{"dt": "d1"}],
+                    target_file_max_bytes=-(-total // 4))
+    run(spark, "execute_clustering", {"table": table.url, "plan_id": plan["plan_id"]})
+    scan = table.scan(filters=[["dt", "=", "d1"], ["x", "<", 100]])
+    assert len(scan.files) == 1 and scan.files_skipped == len(table.snapshot().files) - 1
+    target = LakeTable.create(str(tmp_path / "small_x"), {"schema": "id BIGINT, x BIGINT"})
+    out = run(spark, "write", {"table": target.url, "source": {
+        "query": "SELECT id, x FROM t", "tables": {"t": {"path": table.url, "filters": [["dt", "=", "d1"],
+                                                                                          ["x", "<", 100]]}}}})
+    expected = sum(1 for r in all_rows(spark, table.url) if r["dt"] == "d1" and r["x"] < 100)
+    assert out["rows_added"] == expected > 0
+    assert out["source_scans"] == {"t": {"files_read": 1, "files_skipped": scan.files_skipped}}
