@@ -1,4 +1,5 @@
-"""Example pipeline: raw orders -> ODS -> DWD -> DWS -> DM lake tables, one partition per day.
+"""Example pipeline: raw orders -> ODS -> DWD -> DWS -> DM lake tables, one partition per day, then a
+Hudi-style clustering of the ODS table once it has had two commits since its last clustering.
 
 Every step is idempotent for its day (it overwrites the day's partition), so re-running a day or
 retrying a task gives the same tables. Run it with:
@@ -14,6 +15,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, Param, task
 
+from airflow_lake.operators.clustering import ExecuteClusteringOperator, ScheduleClusteringOperator
 from airflow_lake.operators.table import LakeCreateTableOperator
 from airflow_lake.operators.write import LakeWriteOperator
 
@@ -56,10 +58,13 @@ with DAG(
                                  pa.timestamp("us", tz="UTC")),
             "dt": [ds] * count,
         })
-        path = os.path.join(LANDING, "orders", f"dt={ds}", "orders.parquet")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        pq.write_table(table, path)
-        return path
+        directory = os.path.join(LANDING, "orders", f"dt={ds}")
+        os.makedirs(directory, exist_ok=True)
+        batches = 4  # raw data arrives in batches: the ODS table gets small files that clustering merges
+        for i in range(batches):
+            pq.write_table(table.slice(i * count // batches, (i + 1) * count // batches - i * count // batches),
+                           os.path.join(directory, f"orders-{i}.parquet"))
+        return directory
 
     create_ods = LakeCreateTableOperator(
         task_id="create_ods_orders", table=f"{LAKE_ROOT}/ods_orders",
@@ -113,7 +118,19 @@ with DAG(
         tables={"dws": f"{LAKE_ROOT}/dws_customer_daily"}, mode="overwrite", partitions=[{"dt": DAY}],
     )
 
+    # Clustering (Hudi-style): plan once the ODS table has had 2 commits since its last clustering (else the
+    # plan step succeeds with plan_id None and skips the execute step), merging each day's small files into
+    # one file ordered along a Z-curve over the columns queries filter on, so they skip files.
+    plan_ods = ScheduleClusteringOperator(
+        task_id="plan_ods_clustering", table=f"{LAKE_ROOT}/ods_orders", min_commits=2,
+        layout="ZORDER", sort_columns=["customer_id", "amount"],
+    )
+    cluster_ods = ExecuteClusteringOperator(
+        task_id="cluster_ods", table=f"{LAKE_ROOT}/ods_orders", plan_id=plan_ods.output["plan_id"],
+    )
+
     [raw, create_ods] >> load_ods
     [load_ods, create_dwd] >> build_dwd
     [build_dwd, create_dws] >> build_dws
     [build_dws, create_dm] >> build_dm
+    build_dm >> plan_ods >> cluster_ods

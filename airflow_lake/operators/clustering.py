@@ -2,7 +2,7 @@
 
     wait = CommitCountSensor(task_id="wait", table=T, min_commits=4, deferrable=True)
     plan = ScheduleClusteringOperator(task_id="plan", table=T, layout="ZORDER", sort_columns=["x", "y"])
-    run = ExecuteClusteringOperator(task_id="run", table=T, plan_id=plan.output["plan_id"])
+    run = ExecuteClusteringOperator(task_id="run", table=T, plan_id=plan.output["plan_id"])  # XCom key plan_id
     wait >> plan >> run
 
 The schedule step reads only the timeline (no Spark). With nothing to plan it succeeds, returns
@@ -30,7 +30,9 @@ class ScheduleClusteringOperator(LakeOperator, SkipMixin):
     """Store a clustering plan when at least `min_commits` commits completed since the last clustering.
 
     Returns (XCom) `plan_id` (None when nothing was planned), `reason`, and the plan's numbers (groups,
-    input files and bytes, output files). Without a plan, the downstream tasks are skipped.
+    input files and bytes, output files); `plan_id` is also pushed under its own XCom key, so
+    `plan.output["plan_id"]` feeds `ExecuteClusteringOperator(plan_id=...)`. Without a plan, the downstream
+    tasks are skipped.
 
     :param min_commits: commits needed since the last clustering (Hudi max.commits), default 4.
     :param partitions: an explicit list of partitions to plan ([{"dt": "2024-01-01"}]); wins over the rest.
@@ -118,6 +120,7 @@ class ScheduleClusteringOperator(LakeOperator, SkipMixin):
     def execute(self, context: Context) -> dict[str, Any]:
         """Schedule; without a plan, skip the downstream tasks."""
         metrics = super().execute(context)
+        context["ti"].xcom_push(key="plan_id", value=metrics.get("plan_id"))  # for `plan.output["plan_id"]`
         if metrics.get("plan_id"):
             self.log.info("Clustering plan %s: %s", metrics["plan_id"], metrics.get("reason"))
             return metrics

@@ -48,16 +48,22 @@ def test_example_pipeline_runs_in_airflow_dags_test(tmp_path: Path) -> None:
                                 env=env, capture_output=True, text=True, timeout=900, check=False)
         log = result.stdout + result.stderr
         assert result.returncode == 0, log[-5000:]
-        assert log.count("AIRFLOW_LAKE_RESULT") == 4, log[-5000:]
+        # four writes; on the second run the ODS table has had 2 commits: it is clustered too
+        assert log.count("AIRFLOW_LAKE_RESULT") == 3 + attempt, log[-5000:]
         lake = {name: LakeTable.open(str(tmp_path / "lake" / name)) for name in TABLES}
         commits = {n: [e for e in t.entries_since(0) if e.action == "commit"] for n, t in lake.items()}
         assert all(len(c) == attempt for c in commits.values()), commits
         if attempt == 2:  # overwrite of the day's partition: the rerun replaced exactly what the first wrote
             assert all(c[1].metrics["rows_removed"] == c[0].metrics["rows_added"] for c in commits.values())
+        clustered = [e for e in lake["ods_orders"].entries_since(0) if e.operation == "execute_clustering"]
+        assert len(clustered) == attempt - 1, clustered  # planned only once 2 commits had happened
+        if clustered:
+            assert clustered[0].metrics["files_after"] < clustered[0].metrics["files_before"], clustered[0].metrics
+            assert len(lake["ods_orders"].snapshot().files) == clustered[0].metrics["files_after"]
         dws_commit = commits["dws_customer_daily"][-1].metrics  # bucketed dwd -> bucketed dws: no shuffle
         assert (dws_commit["query_exchanges"], dws_commit["write_exchanges"]) == (0, 0), dws_commit
 
-        raw = pq.read_table(tmp_path / "landing" / "orders" / "dt=2024-03-01" / "orders.parquet").to_pylist()
+        raw = pq.read_table(tmp_path / "landing" / "orders" / "dt=2024-03-01").to_pylist()
         assert len(rows(lake["ods_orders"])) == 400
         paid = [r for r in raw if r["status"] == "paid" and r["amount"] > 0]
         dwd = rows(lake["dwd_orders"])
