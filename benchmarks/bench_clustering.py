@@ -35,18 +35,22 @@ of it (`shutil.copytree`, outside the timed region).
 
 Goals printed beside the times: LINEAR <= 1.15x, ZORDER SAMPLE <= 1.4x, HILBERT SAMPLE <= 1.5x the baseline.
 
-    .venv/bin/python benchmarks/bench_clustering.py --out /tmp/bench_clustering.md          # 8M rows, ~15 min
+    .venv/bin/python benchmarks/bench_clustering.py --out /tmp/bench_clustering.md          # 8M rows, ~10 min
     .venv/bin/python benchmarks/bench_clustering.py --rows 400000 --string-rows 200000 --rounds 1   # smoke run
+    .venv/bin/python benchmarks/bench_clustering.py --variants hilbert-sample --skip-delta \
+        --conf spark.sql.codegen.hugeMethodLimit=8000                                       # a session setting
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import math
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,7 +64,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import local_spark, machine_info, median, ratio, timed
+from common import REPO, local_spark, machine_info, median, ratio, timed
 
 from airflow_lake.jobs.runner import run
 from airflow_lake.jobs.session import DEFAULT_CONF
@@ -110,6 +114,21 @@ XS_VARIANTS = (
     Variant("zorder-direct", "ours ZORDER(x, s) DIRECT", "ZORDER", ("x", "s"), "DIRECT"),
     Variant("zorder-sample", "ours ZORDER(x, s) SAMPLE", "ZORDER", ("x", "s"), "SAMPLE"),
 )
+
+
+def code_state() -> tuple[str, list[str]]:
+    """A hash of airflow_lake/**/*.py as on disk and `git status` of airflow_lake/: the repository is edited
+    while benchmarks run, so the report says which code it measured and whether it changed meanwhile."""
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "airflow_lake").rglob("*.py")):
+        digest.update(str(path.relative_to(REPO)).encode())
+        digest.update(path.read_bytes())
+    try:
+        status = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "airflow_lake"],
+                                capture_output=True, text=True, check=False, timeout=30).stdout.splitlines()
+    except OSError:
+        status = ["(git status failed)"]
+    return digest.hexdigest()[:12], status
 
 
 def progress(message: str) -> None:
@@ -484,6 +503,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="scratch directory (a fresh subdirectory is made and deleted)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch subdirectory")
     parser.add_argument("--out", default=None, help="also write the markdown report here")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="an extra Spark setting for the session (repeatable), e.g. "
+                        "spark.sql.codegen.hugeMethodLimit=8000")
     args = parser.parse_args(argv)
     wanted = {k.strip() for k in args.variants.split(",") if k.strip()} | {BASELINE}
     unknown = wanted - {v.key for v in XY_VARIANTS}
@@ -493,6 +515,12 @@ def main(argv: list[str] | None = None) -> int:
         wanted.discard(DELTA)
     if args.rows < 1000 or args.string_rows < 1000 or args.rounds < 1 or args.files < 1 or args.input_files < 1:
         parser.error("--rows and --string-rows must be >= 1000, --rounds, --files and --input-files >= 1")
+    extra_conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            parser.error(f"--conf {item!r} is not KEY=VALUE")
+        extra_conf[key.strip()] = value.strip()
     variants = [v for v in XY_VARIANTS if v.key in wanted]
     deltalake_version = "not used"
     if DELTA in wanted:
@@ -507,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
 
     command = shlex.join([sys.executable, *sys.argv]) if argv is None else shlex.join(["bench_clustering.py", *argv])
     machine = machine_info()
+    code_before = code_state()
     started = time.monotonic()
     work = Path(args.work)
     made_work = not work.exists()
@@ -517,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     notes: list[str] = []
     progress(f"clustering benchmark: {args.rows} rows, {args.string_rows} string rows, {args.files} files, "
              f"{args.rounds} round(s), scratch {root}")
-    conf = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": "4"}
+    conf = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": "4", **extra_conf}
     spark = local_spark("airflow-lake bench_clustering", conf, root / "warehouse")
     try:
         spark.sparkContext.setLogLevel("ERROR")
@@ -582,6 +611,7 @@ def main(argv: list[str] | None = None) -> int:
                 with contextlib.suppress(OSError):
                     work.rmdir()
     elapsed = time.monotonic() - started
+    code_after = code_state()
     load_end = [round(x, 2) for x in os.getloadavg()]
 
     # -- report ----------------------------------------------------------------------------------------------
@@ -592,9 +622,14 @@ def main(argv: list[str] | None = None) -> int:
         f"- machine: {machine['nproc']} cores, {machine['memory']} memory, {machine['cpu']}; load average "
         f"{machine['load_average']} at the start, {load_end} at the end",
         f"- versions: python {machine['versions']['python']}, pyspark {machine['versions']['pyspark']}, "
-        f"pyarrow {machine['versions']['pyarrow']}, deltalake {deltalake_version}; git {machine['git_revision']}",
+        f"pyarrow {machine['versions']['pyarrow']}, deltalake {deltalake_version}",
+        f"- code: git {machine['git_revision']}; airflow_lake/*.py hash {code_before[0]} at the start, "
+        f"{code_after[0]} at the end ("
+        + ("unchanged" if code_before[0] == code_after[0] else "CHANGED DURING THE RUN: the figures may mix versions")
+        + "); uncommitted changes under airflow_lake/: "
+        + (", ".join(code_before[1]) if code_before[1] else "none"),
         "- Spark: local[2], driver memory 4g, spark.sql.shuffle.partitions 4, showConsoleProgress false, plus "
-        "the jobs' DEFAULT_CONF",
+        "the jobs' DEFAULT_CONF" + "".join(f", {k}={v}" for k, v in extra_conf.items()),
         f"- data: {args.rows:,} rows (x, y uniform int64 in [0, {DOMAIN:,}), p {PAYLOAD_BYTES} random letters; "
         f"numpy seed {SEED}) in {len(xy.inputs)} input files ({xy.input_bytes:,} bytes) from {args.input_files} "
         f"appends to an unpartitioned lake table; every layout writes {args.files} files "
