@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -291,3 +292,26 @@ def test_a_damaged_pending_file_blocks_nobody_and_is_rolled_back_once_stale(
     assert states(table)[damaged] == ROLLED_BACK and pending_names(table, damaged) == []
     append(LakeTable(table_path), "c")
     assert len(LakeTable(table_path).snapshot().files) == 3
+
+
+def test_a_writer_whose_process_is_gone_from_this_host_is_dead_before_the_timeout(table_path: str) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from airflow_lake.lake.instants import inflight_file, process_alive
+
+    table = make_table(table_path, {"heartbeat.timeout.seconds": "3600"})
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert not process_alive(gone.pid) and process_alive(os.getpid())
+    runs = []
+    for host, pid in ((socket.gethostname(), gone.pid), ("another-host", gone.pid), (socket.gethostname(),
+                                                                                      os.getpid())):
+        run = table.begin("commit", "write")
+        run._heartbeat.stop()
+        info = table.storage.read_json(inflight_file(run.instant))
+        table.storage.write_json(inflight_file(run.instant), {**info, "host": host, "pid": pid})
+        runs.append(run.instant)
+    table.rollback()  # heartbeats are fresh (timeout 1 h): only the first writer is surely dead
+    assert [states(table)[i] for i in runs] == [ROLLED_BACK, INFLIGHT, INFLIGHT]
