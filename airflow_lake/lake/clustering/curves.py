@@ -8,7 +8,7 @@ compared in order, so a plain multi-column sort of the words is a sort along the
 - `direct_coordinate`: a value mapped to 64 bits that keep its order (sign flip for integers, the IEEE
   bit trick for floating point, the first 8 UTF-8 bytes for strings); NULL maps to the largest coordinate.
 - `interleave`: Z-order. Level by level from the most significant bit, one bit of each coordinate in
-  turn (the first coordinate's bit first). Bits are spread with the classic "binary magic numbers".
+  turn (the first coordinate's bit first).
 - `hilbert_transpose`: Skilling's transform ("Programming the Hilbert curve", 2004) of the coordinates
   into the transposed Hilbert index; interleaving the result gives the Hilbert index. Each step needs the
   previous step's values more than once, so each is its own projection (Spark keeps chains of projections
@@ -128,34 +128,13 @@ def trimmed(value: Column, bits: int) -> Column:
     return F.coalesce(value.bitwiseAND(_lit(mask)), _lit(mask))
 
 
-def dilation_steps(dims: int, bits: int) -> list[tuple[int, int]]:
-    """(shift, mask) steps that move bit i of a `bits`-bit value to bit i * dims ("binary magic numbers":
-    bit i moves by s * (dims - 1) for each power of two s in i, largest s first)."""
-    positions = list(range(bits))
-    steps = []
-    s = 1
-    while s * 2 < bits:
-        s *= 2
-    while s >= 1 and bits > 1:
-        for i in range(bits):
-            if i & s:
-                positions[i] += s * (dims - 1)
-        steps.append((s * (dims - 1), sum(1 << p for p in positions)))
-        s //= 2
-    return steps
-
-
-def _dilate(value: Column, dims: int, bits: int) -> Column:
-    from pyspark.sql import functions as F
-
-    for shift, mask in dilation_steps(dims, bits):
-        value = value.bitwiseOR(F.shiftleft(value, shift)).bitwiseAND(_lit(mask))
-    return value
-
-
 def interleave(coords: Sequence[Column], bits: int) -> list[Column]:
     """Z-order words of `coords` (each an unsigned `bits`-bit value in a bigint): the bits, most significant
-    level first and the first coordinate first within a level, packed into words of at most 63 bits."""
+    level first and the first coordinate first within a level, packed into words of at most 63 bits.
+
+    Each output bit is its own small term reading a coordinate column once, so the expression grows linearly
+    with the bits (the "magic numbers" way reads its input twice per step: an expression tree that doubles
+    per step, and generated code too big for the JIT)."""
     from pyspark.sql import functions as F
 
     dims = len(coords)
@@ -167,11 +146,13 @@ def interleave(coords: Sequence[Column], bits: int) -> list[Column]:
     while top > 0:
         levels = min(per_word, top)
         low = top - levels
-        parts = []
-        for c, coord in enumerate(coords):
-            chunk = F.shiftrightunsigned(coord, low).bitwiseAND(_lit((1 << levels) - 1))
-            parts.append(F.shiftleft(_dilate(chunk, dims, levels), dims - 1 - c))
-        words.append(reduce(lambda a, b: a.bitwiseOR(b), parts))
+        terms = []
+        for level in range(top - 1, low - 1, -1):  # most significant level first
+            for c, coord in enumerate(coords):
+                position = (level - low) * dims + (dims - 1 - c)
+                bit = F.shiftrightunsigned(coord, level).bitwiseAND(F.lit(1).cast("bigint"))
+                terms.append(F.shiftleft(bit, position) if position else bit)
+        words.append(reduce(lambda a, b: a.bitwiseOR(b), terms))
         top = low
     return words
 

@@ -46,8 +46,11 @@ DEFAULT_PARALLELISM = 4
 # Curve coordinates of timestamps without time zone are read in UTC, where the cast to TIMESTAMP is exact.
 # The range exchange that cuts a group into files samples 10x more keys than by default: its cuts then fall
 # closer to the curve's cell borders, so fewer files take a sliver of a distant cell.
+# Curve keys are long chains of projections: a generated method over 8000 bytes of bytecode is never compiled
+# by the JVM's JIT (it runs interpreted, several times slower), so Spark splits such stages instead.
 EXECUTE_CONF = {**WRITE_CONF, "spark.sql.session.timeZone": "UTC",
-                "spark.sql.execution.rangeExchange.sampleSizePerPartition": "1000"}
+                "spark.sql.execution.rangeExchange.sampleSizePerPartition": "1000",
+                "spark.sql.codegen.hugeMethodLimit": "8000"}
 
 
 @dataclass(frozen=True)

@@ -35,17 +35,6 @@ def words_value(words: list[int], dims: int, bits: int) -> int:
     return out
 
 
-def test_dilation_steps_spread_every_bit_to_its_place() -> None:
-    for dims in range(2, 9):
-        for bits in range(1, 64 // dims + 1):
-            for _ in range(20):
-                value = random.getrandbits(bits)
-                spread = value
-                for shift, mask in curves.dilation_steps(dims, bits):
-                    spread = (spread | (spread << shift)) & mask
-                assert spread == sum(((value >> i) & 1) << (i * dims) for i in range(bits)), (dims, bits)
-
-
 def test_direct_z_values_are_the_bit_interleaving_of_the_mapped_values(spark: Any) -> None:
     from pyspark.sql import functions as F
 
