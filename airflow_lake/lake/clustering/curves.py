@@ -159,37 +159,45 @@ def interleave(coords: Sequence[Column], bits: int) -> list[Column]:
 
 def hilbert_steps(names: Sequence[str], bits: int) -> list[dict[str, str]]:
     """Skilling's transform as a list of projections {column: SQL expression}, each over the previous one's
-    output. Only our own column names and integer literals appear in the SQL."""
+    output. Only our own column names and integer literals appear in the SQL. For up to 3 coordinates a
+    whole level is one projection (each sub-step's X[0] is substituted into the next: at most 3**3 copies of
+    a small expression); more coordinates take one projection per sub-step."""
     dims = len(names)
 
     def lit(value: int) -> str:
         return f"{signed(value)}L"
-
-    def is_set(name: str, q: int) -> str:
-        return f"({name} & {lit(q)}) != 0"
 
     steps: list[dict[str, str]] = []
     x0 = names[0]
     q = 1 << (bits - 1)
     while q > 1:
         p = q - 1
+        current = {name: name for name in names}  # the level's expressions so far, over its input columns
         for i in range(dims):
+            a, b = f"({current[x0]})", f"({current[names[i]]})"
             if i == 0:  # invert the low bits of X[0] where bit q of X[0] is set
-                steps.append({x0: f"CASE WHEN {is_set(x0, q)} THEN {x0} ^ {lit(p)} ELSE {x0} END"})
-                continue
-            xi = names[i]
-            t = f"(({x0} ^ {xi}) & {lit(p)})"  # exchange the low bits of X[0] and X[i] otherwise
-            steps.append({x0: f"CASE WHEN {is_set(xi, q)} THEN {x0} ^ {lit(p)} ELSE {x0} ^ {t} END",
-                          xi: f"CASE WHEN {is_set(xi, q)} THEN {xi} ELSE {xi} ^ {t} END"})
+                current[x0] = f"CASE WHEN ({a} & {lit(q)}) != 0 THEN {a} ^ {lit(p)} ELSE {a} END"
+            else:  # ... where bit q of X[i] is set; else exchange the low bits of X[0] and X[i]
+                t = f"(({a} ^ {b}) & {lit(p)})"
+                current[x0] = f"CASE WHEN ({b} & {lit(q)}) != 0 THEN {a} ^ {lit(p)} ELSE {a} ^ {t} END"
+                current[names[i]] = f"CASE WHEN ({b} & {lit(q)}) != 0 THEN {b} ELSE {b} ^ {t} END"
+            if dims > 3:  # one projection per sub-step
+                steps.append({k: v for k, v in current.items() if v != k})
+                current = {name: name for name in names}
+        if dims <= 3:
+            steps.append({k: v for k, v in current.items() if v != k})
         q >>= 1
-    for i in range(1, dims):  # Gray encode
-        steps.append({names[i]: f"{names[i]} ^ {names[i - 1]}"})
+    gray = {names[0]: names[0]}
+    for i in range(1, dims):  # Gray encode: X[i] ^= X[i-1] (the new X[i-1]), as one projection
+        gray[names[i]] = " ^ ".join(names[:i + 1])
+    steps.append({k: v for k, v in gray.items() if v != k})
     last = names[-1]
-    terms = [f"CASE WHEN {is_set(last, 1 << k)} THEN {lit((1 << k) - 1)} ELSE 0L END" for k in range(bits - 1, 0, -1)]
+    terms = [f"CASE WHEN ({last} & {lit(1 << k)}) != 0 THEN {lit((1 << k) - 1)} ELSE 0L END"
+             for k in range(bits - 1, 0, -1)]
     if terms:
         t_all = "(" + " ^ ".join(terms) + ")"
         steps.append({name: f"{name} ^ {t_all}" for name in names})
-    return steps
+    return [step for step in steps if step]
 
 
 def hilbert_transpose(df: DataFrame, names: Sequence[str], bits: int) -> DataFrame:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake import instants, recovery
-from airflow_lake.lake.clustering.layout import Layout, add_keys
+from airflow_lake.lake.clustering.layout import LINEAR, SAMPLE, Layout, add_keys
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, ClusteringPlan, PlanGroup
 from airflow_lake.lake.clustering.timeline import PendingPlan, pending_plans
 from airflow_lake.lake.conflicts import COMPLETES
@@ -46,11 +46,13 @@ DEFAULT_PARALLELISM = 4
 # Curve coordinates of timestamps without time zone are read in UTC, where the cast to TIMESTAMP is exact.
 # The range exchange that cuts a group into files samples 10x more keys than by default: its cuts then fall
 # closer to the curve's cell borders, so fewer files take a sliver of a distant cell.
-# Curve keys are long chains of projections: a generated method over 8000 bytes of bytecode is never compiled
-# by the JVM's JIT (it runs interpreted, several times slower), so Spark splits such stages instead.
 EXECUTE_CONF = {**WRITE_CONF, "spark.sql.session.timeZone": "UTC",
-                "spark.sql.execution.rangeExchange.sampleSizePerPartition": "1000",
-                "spark.sql.codegen.hugeMethodLimit": "8000"}
+                "spark.sql.execution.rangeExchange.sampleSizePerPartition": "1000"}
+# SAMPLE keys are a binary search as a chain of projections whose generated code passes 8000 bytes of
+# bytecode, a method the JVM's JIT never compiles (it ran 6x slower, interpreted); with this limit Spark runs
+# such a stage operator by operator instead. DIRECT keys stay under it and keep whole-stage code (a Hilbert
+# chain run operator by operator copies every row at each step: 2.7x slower).
+SAMPLE_CONF = {"spark.sql.codegen.hugeMethodLimit": "8000"}
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,9 @@ def _run_groups(table: LakeTable, spark: SparkSession, instant: str, plan: Clust
 
     log.info("clustering %s: %d group(s), %d file(s), layout %s, %d at a time", table.url, total, len(plan.files),
              plan.layout.describe(), max(1, min(parallelism, total)))
-    with session_conf(spark, EXECUTE_CONF), \
+    conf = {**EXECUTE_CONF, **(SAMPLE_CONF if plan.layout.curve == SAMPLE and plan.layout.effective_kind != LINEAR
+                               else {})}
+    with session_conf(spark, conf), \
             ThreadPoolExecutor(max_workers=max(1, min(parallelism, total))) as pool:
         results = list(pool.map(lambda item: run(*item), enumerate(plan.groups)))
     added = [f for files in results for f in files]
