@@ -159,9 +159,8 @@ def interleave(coords: Sequence[Column], bits: int) -> list[Column]:
 
 def hilbert_steps(names: Sequence[str], bits: int) -> list[dict[str, str]]:
     """Skilling's transform as a list of projections {column: SQL expression}, each over the previous one's
-    output. Only our own column names and integer literals appear in the SQL. For up to 3 coordinates a
-    whole level is one projection (each sub-step's X[0] is substituted into the next: at most 3**3 copies of
-    a small expression); more coordinates take one projection per sub-step."""
+    output, one per sub-step. Only our own column names and integer literals appear in the SQL. (Merging a
+    level into one projection by substitution made the generated code too big for the JIT: 11x slower.)"""
     dims = len(names)
 
     def lit(value: int) -> str:
@@ -181,11 +180,8 @@ def hilbert_steps(names: Sequence[str], bits: int) -> list[dict[str, str]]:
                 t = f"(({a} ^ {b}) & {lit(p)})"
                 current[x0] = f"CASE WHEN ({b} & {lit(q)}) != 0 THEN {a} ^ {lit(p)} ELSE {a} ^ {t} END"
                 current[names[i]] = f"CASE WHEN ({b} & {lit(q)}) != 0 THEN {b} ELSE {b} ^ {t} END"
-            if dims > 3:  # one projection per sub-step
-                steps.append({k: v for k, v in current.items() if v != k})
-                current = {name: name for name in names}
-        if dims <= 3:
-            steps.append({k: v for k, v in current.items() if v != k})
+            steps.append({k: v for k, v in current.items() if v != k})  # one projection per sub-step
+            current = {name: name for name in names}
         q >>= 1
     gray = {names[0]: names[0]}
     for i in range(1, dims):  # Gray encode: X[i] ^= X[i-1] (the new X[i-1]), as one projection
