@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake.lake.buckets.bucketing import MURMUR3, Bucketing
+from airflow_lake.lake.conflicts import COMPLETES
 from airflow_lake.lake.errors import LakeSnapshotNotFound
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.log import LogEntry
@@ -54,7 +55,7 @@ class TableState:
         for instant in entry.rolled_back:
             self.rolled_back[instant] = entry.seq
         self.instants[entry.instant] = entry.seq
-        completes = entry.metadata.get("completes")
+        completes = entry.metadata.get(COMPLETES)
         if isinstance(completes, str):  # a clustering plan's requested instant, completed by this entry
             self.instants[completes] = entry.seq
         if entry.request_id:

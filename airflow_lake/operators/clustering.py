@@ -173,9 +173,9 @@ class ExecuteClusteringOperator(LakeOperator):
 
         table = LakeTable.open(self.table)
         request_id = self.request_id(context)
-        if metrics.get("noop") and self.build_spec(context).get("plan_id"):
+        plan_id = self.build_spec(context).get("plan_id")
+        if metrics.get("noop") and plan_id:
             # run before by another request: its commit is the plan's
-            plan_id = self.build_spec(context)["plan_id"]
             seq = table.state().instants.get(plan_id)
             if seq is not None:
                 entry = table.commit_log.read(seq)
