@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake import instants, recovery
-from airflow_lake.lake.clustering.layout import LINEAR, SAMPLE, Layout, add_keys
+from airflow_lake.lake.clustering.keys import add_keys
+from airflow_lake.lake.clustering.layout import Layout
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, ClusteringPlan, PlanGroup
 from airflow_lake.lake.clustering.timeline import PendingPlan, pending_plans
 from airflow_lake.lake.conflicts import COMPLETES
@@ -44,15 +45,7 @@ log = logging.getLogger(__name__)
 OLDEST, ALL = "oldest", "all"
 DEFAULT_PARALLELISM = 4
 # Curve coordinates of timestamps without time zone are read in UTC, where the cast to TIMESTAMP is exact.
-# The range exchange that cuts a group into files samples 10x more keys than by default: its cuts then fall
-# closer to the curve's cell borders, so fewer files take a sliver of a distant cell.
-EXECUTE_CONF = {**WRITE_CONF, "spark.sql.session.timeZone": "UTC",
-                "spark.sql.execution.rangeExchange.sampleSizePerPartition": "1000"}
-# SAMPLE keys are a binary search as a chain of projections whose generated code passes 8000 bytes of
-# bytecode, a method the JVM's JIT never compiles (it ran 6x slower, interpreted); with this limit Spark runs
-# such a stage operator by operator instead. DIRECT keys stay under it and keep whole-stage code (a Hilbert
-# chain run operator by operator copies every row at each step: 2.7x slower).
-SAMPLE_CONF = {"spark.sql.codegen.hugeMethodLimit": "8000"}
+EXECUTE_CONF = {**WRITE_CONF, "spark.sql.session.timeZone": "UTC"}
 
 
 @dataclass(frozen=True)
@@ -171,9 +164,7 @@ def _run_groups(table: LakeTable, spark: SparkSession, instant: str, plan: Clust
 
     log.info("clustering %s: %d group(s), %d file(s), layout %s, %d at a time", table.url, total, len(plan.files),
              plan.layout.describe(), max(1, min(parallelism, total)))
-    conf = {**EXECUTE_CONF, **(SAMPLE_CONF if plan.layout.curve == SAMPLE and plan.layout.effective_kind != LINEAR
-                               else {})}
-    with session_conf(spark, conf), \
+    with session_conf(spark, EXECUTE_CONF), \
             ThreadPoolExecutor(max_workers=max(1, min(parallelism, total))) as pool:
         results = list(pool.map(lambda item: run(*item), enumerate(plan.groups)))
     added = [f for files in results for f in files]
@@ -191,13 +182,15 @@ def rewrite_group(table: LakeTable, spark: SparkSession, instant: str, *, snap: 
     df = Scan(table.storage, snap, (), tuple(by_path[p] for p in group.files)).to_df(spark)
     bucketed = bool(group.buckets)
     target = spec if bucketed or spec.bucket is None else dataclasses.replace(spec, bucket=None)  # plain partition
-    df, keys = add_keys(df, layout, spec, seed)
+    df, keys, slot = add_keys(df, layout, spec, files=1 if bucketed else group.output_files, seed=seed)
     helpers = [k for k in keys if k not in spec.column_names]
     partition = [dict(group.partition)] if spec.partition_columns else None
     if bucketed:  # the writer puts each bucket in one file, ordered by the bucket sort columns or the keys
         return write_dataframe(df, table.storage, target, instant, allowed_partitions=partition,
                                sort_within=keys if layout.columns else None, drop_columns=helpers)
-    if keys:  # ranges of the keys, one per output file; the writer sorts each by the keys
+    if slot is not None:  # curves: each row's file was cut from the sample (keys.py)
+        ordered = df.repartition(group.output_files, slot)
+    elif keys:  # ranges of the keys, one per output file; the writer sorts each by the keys
         ordered = df.repartitionByRange(group.output_files, *[F.col(f"`{k}`") for k in keys])
     else:
         ordered = df.repartition(group.output_files)

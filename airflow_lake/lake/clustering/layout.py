@@ -7,13 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake.clustering import curves, sample
+from airflow_lake.lake.clustering import coordinates
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.spec_reader import SpecReader
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
     from airflow_lake.lake.spec import TableSpec
 
 LINEAR, ZORDER, HILBERT = "LINEAR", "ZORDER", "HILBERT"
@@ -24,7 +22,6 @@ CURVES = (DIRECT, SAMPLE)
 # curve's cells split the rows evenly (sample.expand)
 DEFAULT_RANGES = 1024
 MAX_RANGES = 100_000
-KEY_PREFIX = "__lake_curve"
 
 
 @dataclass(frozen=True)
@@ -70,7 +67,7 @@ class Layout:
         if self.kind != LINEAR:
             for name in names:
                 type_name = spec.column(name).type
-                if not curves.curve_type_ok(type_name):
+                if not coordinates.curve_type_ok(type_name):
                     raise LakeSpecError(field, f"column {name!r} has type {type_name}, which a {self.kind} curve "
                                         "cannot order.", "Use integer, floating point, decimal, date, timestamp "
                                         "or string columns, or layout LINEAR.")
@@ -107,52 +104,3 @@ class Layout:
         if self.effective_kind == LINEAR:
             return f"LINEAR({', '.join(self.columns)})" if self.columns else "no sort"
         return f"{self.kind}({', '.join(self.columns)}; {self.curve})"
-
-
-def add_keys(df: DataFrame, layout: Layout, spec: TableSpec, seed: int = 0) -> tuple[DataFrame, list[str]]:
-    """`df` with the columns to sort by (for curves: key words `__lake_curve_*`, computed in the JVM) and
-    their names. LINEAR sorts by the columns themselves."""
-    from pyspark.sql import functions as F
-
-    if layout.effective_kind == LINEAR:
-        return df, list(layout.columns)
-    types = [spec.column(c).type for c in layout.columns]
-    coords = [f"{KEY_PREFIX}_c{i}" for i in range(len(layout.columns))]
-    if layout.curve == DIRECT:
-        df = df.withColumns({name: curves.direct_value(F.col(f"`{c}`"), t)
-                             for name, c, t in zip(coords, layout.columns, types, strict=True)})
-        bits = _varying_bits(df, coords)
-        df = df.withColumns({name: curves.trimmed(F.col(name), bits) for name in coords})
-    else:
-        key_exprs = sample.sample_keys(layout.columns, types)
-        keys = df.select(*[k.alias(f"k{i}") for i, k in enumerate(key_exprs)])
-        plan = sample.sample_plan(sample.partition_counts(keys), layout.sample_ranges)
-        candidates = sample.sample(keys, plan, seed)
-        ranges = min(layout.sample_ranges, max(1, len(candidates)))
-        bounds = [sample.determine_bounds([(c[0][i], c[1]) for c in candidates], ranges)
-                  for i in range(len(layout.columns))]
-        df, bits = sample.rank_columns(df, key_exprs, bounds, coords)
-    if layout.kind == HILBERT:
-        df = curves.hilbert_transpose(df, coords, bits)
-    words = curves.interleave([F.col(c) for c in coords], bits)
-    names = [f"{KEY_PREFIX}_w{i}" for i in range(len(words))]
-    df = df.withColumns(dict(zip(names, words, strict=True))).drop(*coords)
-    return df, names
-
-
-
-def _varying_bits(df: DataFrame, coords: list[str]) -> int:
-    """How many low bits of the DIRECT coordinates vary in `df` (one pass over the sort columns): the bits
-    above are the same in every row, so the curve needs fewer levels (the order is the same)."""
-    from pyspark.sql import functions as F
-
-    flip = F.lit(curves.MIN_LONG)  # signed order of (v ^ MIN) is the unsigned order of v
-    aggs = [f(F.col(c).bitwiseXOR(flip)) for c in coords for f in (F.min, F.max)]
-    row = df.agg(*aggs).first()
-    bits = 1
-    for i in range(len(coords)):
-        low, high = (row[2 * i], row[2 * i + 1]) if row is not None else (None, None)
-        if low is not None and high is not None:
-            mask = (1 << 64) - 1
-            bits = max(bits, curves.common_bits((low ^ curves.MIN_LONG) & mask, (high ^ curves.MIN_LONG) & mask))
-    return bits

@@ -1,4 +1,5 @@
-"""Curve values computed by Spark expressions, checked against independent Python computations."""
+"""Curve values (numpy) and order-keeping coordinates (Spark expressions), checked against independent
+Python computations."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import random
 import struct
 from typing import Any
 
+import numpy as np
 import pytest
 
-from airflow_lake.lake.clustering import curves
+from airflow_lake.lake.clustering import coordinates, curves, keys
+from airflow_lake.lake.clustering.layout import Layout
+from airflow_lake.lake.spec import TableSpec
 
 
 def interleave_reference(values: list[int], bits: int) -> int:
@@ -23,67 +27,59 @@ def interleave_reference(values: list[int], bits: int) -> int:
     return out
 
 
-def words_value(words: list[int], dims: int, bits: int) -> int:
-    """The words of `curves.interleave` joined into one integer."""
-    per_word = curves.WORD_BITS // dims
-    out, top = 0, bits
-    for word in words:
-        levels = min(per_word, top)
-        assert 0 <= word < 1 << (levels * dims)
-        out = (out << (levels * dims)) | word
-        top -= levels
+def words_value(words: list[int], widths: list[int]) -> int:
+    """Words joined into one integer."""
+    out = 0
+    for word, width in zip(words, widths, strict=True):
+        assert 0 <= word < 1 << width
+        out = (out << width) | word
     return out
 
 
-def test_direct_z_values_are_the_bit_interleaving_of_the_mapped_values(spark: Any) -> None:
-    from pyspark.sql import functions as F
-
+def test_z_values_are_the_bit_interleaving_of_the_coordinates() -> None:
     rng = random.Random(3)
+    for dims, bits, first in ((2, 10, 63), (3, 64, 63), (5, 11, 57), (2, 40, 10)):
+        rows = [[rng.getrandbits(bits) for _ in range(dims)] for _ in range(300)]
+        rows.append([(1 << bits) - 1] * dims)
+        coords = [np.array([r[d] for r in rows], dtype=np.uint64) for d in range(dims)]
+        words = curves.interleave(coords, bits, first)
+        widths = curves.word_widths(dims * bits, first)
+        assert len(words) == len(widths) and widths[0] == min(first, dims * bits)
+        for i, row in enumerate(rows):
+            assert words_value([int(w[i]) for w in words], widths) == interleave_reference(row, bits)
+
+
+def test_direct_z_values_through_spark_are_the_interleaving_of_the_mapped_values(spark: Any) -> None:
+    rng = random.Random(4)
     rows = [(rng.randint(-2**63, 2**63 - 1), rng.randint(-5, 5), rng.getrandbits(20)) for _ in range(300)]
     rows += [(-2**63, 2**63 - 1, 0), (0, -1, 1)]
     df = spark.createDataFrame(rows, "a BIGINT, b BIGINT, c BIGINT")
-    words = curves.interleave([curves.direct_coordinate(F.col(c), "bigint") for c in "abc"], 64)
-    got = df.select(*[F.col(c) for c in "abc"], *words).collect()
-    for row in got:
-        mapped = [(v + 2**63) for v in row[:3]]  # the sign bit flipped: unsigned order = signed order
-        assert words_value(list(row[3:]), 3, 64) == interleave_reference(mapped, 64)
+    spec = TableSpec.from_dict({"schema": "a BIGINT, b BIGINT, c BIGINT"})
+    keyed, names, slot = keys.add_keys(df, Layout("ZORDER", ("a", "b", "c"), "DIRECT"), spec)
+    assert slot is None and len(names) == 4  # 3 x 64 bits: 4 words of 63, 63, 63 and 3 bits
+    for row in keyed.collect():
+        mapped = [row[c] + 2**63 for c in "abc"]  # the sign bit flipped: unsigned order = signed order
+        words = [row[n] for n in names]
+        assert words_value(words, curves.word_widths(192)) == interleave_reference(mapped, 64)
 
 
-@pytest.mark.parametrize("dims", [2, 3, 5])
-def test_z_values_of_small_coordinates(spark: Any, dims: int) -> None:
-    from pyspark.sql import functions as F
-
-    rng = random.Random(dims)
-    rows = [tuple(rng.getrandbits(11) for _ in range(dims)) for _ in range(200)]
-    names = [f"c{i}" for i in range(dims)]
-    df = spark.createDataFrame(rows, ", ".join(f"{n} BIGINT" for n in names))
-    words = curves.interleave([F.col(n) for n in names], 11)
-    for row in df.select(*names, *words).collect():
-        assert words_value(list(row[dims:]), dims, 11) == interleave_reference(list(row[:dims]), 11)
-
-
-def hilbert_order(spark: Any, points: list[tuple[int, ...]], bits: int) -> list[tuple[int, ...]]:
-    from pyspark.sql import functions as F
-
+def hilbert_order(points: list[tuple[int, ...]], bits: int) -> list[tuple[int, ...]]:
     dims = len(points[0])
-    names = [f"x{i}" for i in range(dims)]
-    df = spark.createDataFrame(points, ", ".join(f"{n} BIGINT" for n in names))
-    df = df.withColumns({f"h{i}": F.col(n) for i, n in enumerate(names)})
-    df = curves.hilbert_transpose(df, [f"h{i}" for i in range(dims)], bits)
-    words = curves.interleave([F.col(f"h{i}") for i in range(dims)], bits)
-    rows = df.select(*names, *words).collect()
-    keyed = sorted((words_value(list(r[dims:]), dims, bits), tuple(r[:dims])) for r in rows)
+    coords = [np.array([p[d] for p in points], dtype=np.uint64) for d in range(dims)]
+    words = curves.interleave(curves.hilbert_transpose(coords, bits), bits)
+    widths = curves.word_widths(dims * bits)
+    keyed = sorted((words_value([int(w[i]) for w in words], widths), p) for i, p in enumerate(points))
     assert [k for k, _ in keyed] == list(range(len(points)))  # a bijection onto 0..n-1
     return [p for _, p in keyed]
 
 
-def test_hilbert_indexes_of_a_full_grid_form_a_path_of_unit_steps(spark: Any) -> None:
+def test_hilbert_indexes_of_a_full_grid_form_a_path_of_unit_steps() -> None:
     grid = [(x, y) for x in range(16) for y in range(16)]
-    path = hilbert_order(spark, grid, 4)
+    path = hilbert_order(grid, 4)
     assert all(sum(abs(a - b) for a, b in zip(p, q, strict=True)) == 1 for p, q in itertools.pairwise(path))
     assert path[0] == (0, 0)
     cube = [(x, y, z) for x in range(4) for y in range(4) for z in range(4)]
-    path3 = hilbert_order(spark, cube, 2)
+    path3 = hilbert_order(cube, 2)
     assert all(sum(abs(a - b) for a, b in zip(p, q, strict=True)) == 1 for p, q in itertools.pairwise(path3))
 
 
@@ -96,7 +92,7 @@ def test_float_coordinates_are_the_ieee_bit_trick(spark: Any) -> None:
     values += [rng.uniform(-1e6, 1e6) for _ in range(100)] + [rng.uniform(-1, 1) * 10 ** rng.randint(-300, 300)
                                                               for _ in range(100)]
     df = spark.createDataFrame([(v,) for v in values], "d DOUBLE")
-    got = [r[0] for r in df.select(curves.double_bits(F.col("d"))).collect()]
+    got = [r[0] for r in df.select(coordinates.double_bits(F.col("d"))).collect()]
 
     def reference(v: float) -> int:
         bits = struct.unpack(">Q", struct.pack(">d", 0.0 if v == 0 else v))[0]
@@ -121,7 +117,7 @@ def test_direct_coordinates_keep_the_order_of_every_type(spark: Any, type_name: 
     from pyspark.sql import functions as F
 
     df = spark.createDataFrame([(v,) for v in [*values, None]], f"v {type_name}")
-    rows = df.select("v", curves.direct_coordinate(F.col("v"), type_name).alias("c")).collect()
+    rows = df.select("v", coordinates.direct_coordinate(F.col("v"), type_name).alias("c")).collect()
     unsigned = {(r["v"] if r["v"] is not None else "NULL"): r["c"] & (2**64 - 1) for r in rows}
     assert unsigned.pop("NULL") == 2**64 - 1  # NULL is the largest coordinate
     by_coordinate = [v for v, _ in sorted(unsigned.items(), key=lambda kv: kv[1])]

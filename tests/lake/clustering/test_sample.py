@@ -1,13 +1,14 @@
-"""SAMPLE coordinates: the seed's sampling sizes, weights, bounds, expansion, and ranks in Spark."""
+"""SAMPLE coordinates: the seed's sampling sizes, weights, bounds, expansion, and ranks."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
-from airflow_lake.lake.clustering import sample
+from airflow_lake.lake.clustering import keys, sample
 
 
 def test_sample_sizes_follow_the_seed() -> None:
@@ -62,32 +63,45 @@ def test_skewed_partitions_are_sampled_with_the_seeds_weights(spark: Any) -> Non
     assert got == sample.sample(keys, plan, seed=1)  # the same seed, the same sample: retries lay out alike
 
 
-def test_ranks_count_the_bounds_below_and_spread_over_the_same_bits(spark: Any) -> None:
-    from pyspark.sql import functions as F
-
-    rows = [(5, "a"), (10, "b"), (11, "c"), (30, "d"), (31, "e"), (None, None), (20, "b")]
-    df = spark.createDataFrame(rows, "v BIGINT, s STRING")
-    ranked, bits = sample.rank_columns(df, [F.col("v"), F.col("s")], [[10, 20, 30], ["b"]], ["rv", "rs"])
-    got = {r["v"]: (r["rv"], r["rs"]) for r in ranked.collect()}
-    # v (4 ranges, 2 bits): bounds below 5 -> 0, 10 -> 0 (not below), 11 -> 1, 20 -> 1, 30 -> 2, 31 -> 3;
+def test_ranks_count_the_bounds_below_and_spread_over_the_same_bits() -> None:
+    values = pa.array([5, 10, 11, 30, 31, None, 20], type=pa.int64())
+    strings = pa.array(["a", "b", "c", "d", "e", None, "b"])
+    bounds = [[10, 20, 30], ["b"]]
+    bits, ranges = sample.expand(bounds)
+    assert (bits, ranges) == (2, [4, 2])
+    rv = keys.Coordinate(sample.bound_array(bounds[0]), ranges[0]).of(values, bits)
+    rs = keys.Coordinate(sample.bound_array(bounds[1]), ranges[1]).of(strings, bits)
+    # v (4 ranges, 2 bits): bounds below 5 -> 0, 10 -> 0 (not below), 11 -> 1, 30 -> 2, 31 -> 3, 20 -> 1;
     # s (2 ranges): rank 1 -> 1 * 4 // 2 = 2; NULL -> the largest coordinate, 3
-    assert got == {5: (0, 0), 10: (0, 0), 11: (1, 2), 20: (1, 0), 30: (2, 2), 31: (3, 2), None: (3, 3)}
-    assert bits == 2
-    assert set(ranked.columns) == {"v", "s", "rv", "rs"}
+    assert rv.tolist() == [0, 0, 1, 2, 3, 3, 1]
+    assert rs.tolist() == [0, 0, 2, 2, 2, 3, 0]
+
+
+def test_string_ranks_compare_utf8_bytes_as_spark_does(spark: Any) -> None:
+    words = ["", "a", "ab", "abc", "b", "é", "z", "zz", "\u00ff", "\U0001f600", "a\u00e9", "A"]
+    bounds = sorted(words)
+    array = sample.bound_array(bounds)
+    assert array.dtype.itemsize == max(len(w.encode()) for w in words) + 1
+    ranks = sample.rank(pa.array(words), array).tolist()
+    ordered = [r["w"] for r in spark.createDataFrame([(w,) for w in words], "w STRING").orderBy("w").collect()]
+    assert bounds == ordered  # Python's order of str is Spark's order of UTF-8 bytes
+    assert ranks == [bounds.index(w) for w in words]  # each value's own bound is not below it
+    sliced = pa.array(["zz", "abc", None, "b"]).slice(1, 3)  # an offset into the buffers
+    assert sample.rank(sliced, array).tolist()[0::2] == [bounds.index("abc"), bounds.index("b")]
 
 
 def test_sample_ranks_tell_strings_with_a_shared_prefix_apart(spark: Any) -> None:
     from pyspark.sql import functions as F
 
-    from airflow_lake.lake.clustering import curves
+    from airflow_lake.lake.clustering import coordinates
 
     urls = [f"http://www.{chr(97 + i % 26)}{i:04d}.com" for i in range(2000)]
     df = spark.createDataFrame([(u,) for u in urls], "s STRING")
-    direct = {r[0] for r in df.select(curves.direct_coordinate(F.col("s"), "string")).collect()}
+    direct = {r[0] for r in df.select(coordinates.direct_coordinate(F.col("s"), "string")).collect()}
     assert len(direct) == 1  # the first 8 bytes are "http://w" for all
-    keys = df.select(F.col("s").alias("k0"))
-    plan = sample.sample_plan(sample.partition_counts(keys), ranges=64)
-    bounds = sample.determine_bounds([(k[0], w) for k, w in sample.sample(keys, plan)], 64)
-    ranked, _ = sample.rank_columns(df, [F.col("s")], [bounds], ["r"])
-    ranks = [r["r"] for r in ranked.orderBy("s").collect()]
+    keyed = df.select(F.col("s").alias("k0"))
+    plan = sample.sample_plan(sample.partition_counts(keyed), ranges=64)
+    bounds = sample.determine_bounds([(k[0], w) for k, w in sample.sample(keyed, plan)], 64)
+    ordered = sorted(urls)
+    ranks = sample.rank(pa.array(ordered), sample.bound_array(bounds)).tolist()
     assert len(set(ranks)) == 64 and ranks == sorted(ranks)  # dense ranks 0..63 in string order

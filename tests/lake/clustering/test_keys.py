@@ -1,0 +1,67 @@
+"""Curve keys: file cuts from the sample, snapped to cell borders; slots in the first word; the Arrow UDF in
+Spark puts every file's rows in one partition, as one stretch of the curve."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from airflow_lake.lake.clustering import curves, keys
+from airflow_lake.lake.clustering.layout import Layout
+from airflow_lake.lake.spec import TableSpec
+
+
+def test_cuts_fall_on_the_roundest_value_near_each_quantile() -> None:
+    rng = np.random.default_rng(1)
+    sample = rng.integers(0, 1 << 20, 200_000).astype(np.uint64)  # uniform keys of a 2 x 10 bit curve
+    cuts = keys.cut_points(sample, np.ones(len(sample)), 64)
+    assert cuts.tolist() == [i << 14 for i in range(1, 64)]  # the borders of 64 equal cells, exactly
+    skewed = np.concatenate([np.full(9000, 5, dtype=np.uint64), np.arange(1000, dtype=np.uint64) + 100])
+    cuts = keys.cut_points(skewed, np.ones(len(skewed)), 4)
+    assert cuts.tolist() == sorted(set(cuts.tolist())) and 1 <= len(cuts) <= 3  # no empty stretch between
+    heavy = keys.cut_points(np.array([1, 2, 3, 4], dtype=np.uint64), np.array([1.0, 1.0, 1.0, 97.0]), 2)
+    assert heavy.tolist() == [4]  # the weights count, not the number of candidates
+
+
+def test_slots_sit_above_the_curve_bits_of_the_first_word() -> None:
+    bounds = np.arange(0, 15, dtype=np.int64)  # 16 ranges (value v has rank v): 4 bits per coordinate
+    model = keys.CurveKeys("ZORDER", 4, (keys.Coordinate(bounds, 16), keys.Coordinate(bounds, 16)))
+    x = pa.array(np.arange(16, dtype=np.int64).repeat(16))
+    y = pa.array(np.tile(np.arange(16, dtype=np.int64), 16))
+    cut = model.with_cuts([x, y], np.ones(256), 4)
+    assert (cut.files, cut.slot_bits, cut.widths) == (4, 2, [8])
+    assert cut.cuts is not None and cut.cuts.tolist() == [64, 128, 192]  # quarter cells of the 16 x 16 grid
+    plain = model.curve_words([x, y])[0]
+    slotted = cut.words([x, y])[0]
+    assert (slotted & 0xFF).tolist() == plain.tolist()  # the curve bits are unchanged
+    assert (slotted >> 61).tolist() == (plain // 64).tolist()  # the slot: which quarter of the curve
+    assert cut.evaluate(x, y).type == pa.int64()
+
+
+def test_one_file_per_slot_and_one_udf_call_in_spark(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    spec = TableSpec.from_dict({"schema": "a BIGINT, b BIGINT, c BIGINT, p STRING"})
+    rng = np.random.default_rng(2)
+    rows = [(int(a), int(b), int(c), f"r{i}") for i, (a, b, c) in enumerate(rng.integers(-2**62, 2**62, (3000, 3)))]
+    df = spark.createDataFrame(rows, "a BIGINT, b BIGINT, c BIGINT, p STRING").repartition(3)
+    for layout in (Layout("HILBERT", ("a", "b"), "SAMPLE"), Layout("ZORDER", ("a", "b", "c"), "DIRECT")):
+        keyed, names, slot = keys.add_keys(df, layout, spec, files=8, seed=3)
+        assert slot is not None
+        parted = keyed.repartition(8, slot).withColumn("pid", F.spark_partition_id())
+        plan = parted._jdf.queryExecution().executedPlan().toString()
+        assert plan.count("ArrowEvalPython") == 1  # the words of a struct come from one UDF call
+        got = parted.select("pid", *names).collect()
+        assert len(got) == 3000
+        top = curves.WORD_BITS - 3  # 8 files: 3 slot bits
+        by_pid: dict[int, list[tuple[int, ...]]] = {}
+        for r in got:
+            assert r[names[0]] >> top == r["pid"]  # the slot is the partition
+            curve = (r[names[0]] & ((1 << top) - 1), *(r[n] for n in names[1:]))  # the slot taken off
+            by_pid.setdefault(r["pid"], []).append(curve)
+        assert len(by_pid) == 8 and all(280 <= len(v) <= 470 for v in by_pid.values())  # ~375 each
+        stretches = [(min(v), max(v)) for _, v in sorted(by_pid.items())]
+        assert all(hi < lo for (_, hi), (lo, _) in itertools.pairwise(stretches))  # disjoint, in curve order
