@@ -35,10 +35,10 @@ of it (`shutil.copytree`, outside the timed region).
 
 Goals printed beside the times: LINEAR <= 1.15x, ZORDER SAMPLE <= 1.4x, HILBERT SAMPLE <= 1.5x the baseline.
 
-    .venv/bin/python benchmarks/bench_clustering.py --out /tmp/bench_clustering.md          # 8M rows, ~10 min
+    .venv/bin/python benchmarks/bench_clustering.py --out /tmp/bench_clustering.md          # 8M rows, ~4 min
     .venv/bin/python benchmarks/bench_clustering.py --rows 400000 --string-rows 200000 --rounds 1   # smoke run
     .venv/bin/python benchmarks/bench_clustering.py --variants hilbert-sample --skip-delta \
-        --conf spark.sql.codegen.hugeMethodLimit=8000                                       # a session setting
+        --conf spark.sql.execution.arrow.maxRecordsPerBatch=100000                          # a session setting
 """
 
 from __future__ import annotations
@@ -505,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="also write the markdown report here")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra Spark setting for the session (repeatable), e.g. "
-                        "spark.sql.codegen.hugeMethodLimit=8000")
+                        "spark.sql.execution.arrow.maxRecordsPerBatch=100000")
     args = parser.parse_args(argv)
     wanted = {k.strip() for k in args.variants.split(",") if k.strip()} | {BASELINE}
     unknown = wanted - {v.key for v in XY_VARIANTS}
