@@ -25,6 +25,8 @@ class CommitIntent:
     # A requested instant this commit completes (a clustering plan): another entry completing or rolling
     # it back makes this commit obsolete.
     completes: str | None = None
+    # Versions an upsert applies: another upsert of one of them committed meanwhile is a conflict (rule 8).
+    versions: frozenset[int] = frozenset()
 
 
 def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
@@ -57,6 +59,12 @@ def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
             raise LakeCommitConflict(
                 f"instant {entry.instant} ({entry.operation}) replaced {len(gone)} file(s) this job read or "
                 f"replaces, e.g. {example!r}. Nothing was committed; run the job again.")
+        if intent.versions and entry.action == "upsert":
+            clash = intent.versions.intersection(int(v) for v in entry.metadata.get("versions") or ())
+            if clash:
+                raise LakeCommitConflict(
+                    f"instant {entry.instant} upserted version {min(clash)} meanwhile; nothing was committed. Run "
+                    "the upsert again: the same data is then a no-op, other data needs replace_version.")
         if intent.whole_table and entry.added:
             raise LakeCommitConflict(
                 f"instant {entry.instant} ({entry.operation}) added files while this job overwrote the "

@@ -17,9 +17,9 @@ from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.partitions import normalize_partition, partition_order_key
 from airflow_lake.lake.spec_reader import SpecReader
 from airflow_lake.lake.types import PARTITION_TYPES, normalize_type
+from airflow_lake.lake.upsert import merge_ops
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-MERGE_OPERATORS = frozenset({"last", "last_non_null", "sum", "max", "min"})
 MAX_BUCKETS = 100_000
 # Table properties with their defaults; writers of one table agree on them because they are stored.
 DEFAULT_PROPERTIES: dict[str, str] = {
@@ -142,6 +142,8 @@ class TableSpec:
     version_column: str | None = None
     merge_operators: Mapping[str, str] = field(default_factory=dict)
     properties: Mapping[str, str] = field(default_factory=dict)
+    # last_non_null columns: strings that count as missing values (e.g. "null")
+    null_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._validate()
@@ -241,9 +243,11 @@ class TableSpec:
             if resolved in merge_operators:
                 raise LakeSpecError(where, f"column {resolved!r} is listed twice.",
                                     "List each column once (names are case-insensitive).")
-            if not isinstance(op, str) or op not in MERGE_OPERATORS:
+            known = merge_ops.registry()
+            if not isinstance(op, str) or op not in known:
                 raise LakeSpecError(where, f"unknown merge operator {op!r}.",
-                                    f"Use one of {', '.join(sorted(MERGE_OPERATORS))}.")
+                                    f"Use one of {', '.join(sorted(known))} (or install a package that adds "
+                                    f"one under the entry point group {merge_ops.ENTRY_POINT_GROUP!r}).")
             if resolved in self.primary_key:
                 raise LakeSpecError(where, "a primary-key column cannot be merged.",
                                     "Remove it from `merge_operators`.")
@@ -252,10 +256,54 @@ class TableSpec:
         if self.merge_operators and not self.primary_key:
             raise LakeSpecError("merge_operators", "merge operators need a primary key.",
                                 "Set `primary_key` too.")
+        object.__setattr__(self, "null_values", self._validate_null_values())
+        if self.primary_key:
+            self._validate_primary_key_table()
         if not isinstance(self.properties, Mapping):
             raise LakeSpecError("properties", "expected an object.", "Map property names to values.")
         for key, value in self.properties.items():
             check_property(key, value)
+
+    def _validate_null_values(self) -> dict[str, tuple[str, ...]]:
+        if not isinstance(self.null_values, Mapping):
+            raise LakeSpecError("null_values", "expected an object.", 'Map columns to lists, e.g. {"name": ["null"]}.')
+        out: dict[str, tuple[str, ...]] = {}
+        for name, values in self.null_values.items():
+            where = f"null_values.{name}"
+            resolved = self._resolve(name, where)
+            op = self.merge_operators.get(resolved, merge_ops.DEFAULT)
+            if not merge_ops.registry()[op].takes_null_values:
+                raise LakeSpecError(where, f"column {resolved!r} is merged by {op!r}, which takes no null values.",
+                                    f'Merge it by "last_non_null" (`merge_operators.{resolved}`), or drop it here.')
+            if isinstance(values, str) or not isinstance(values, Sequence) or \
+                    not all(isinstance(v, str) for v in values):
+                raise LakeSpecError(where, f"{values!r} is not a list of strings.", 'Give e.g. ["null", "N/A"].')
+            out[resolved] = tuple(values)
+        return out
+
+    def _validate_primary_key_table(self) -> None:
+        if self.bucket is None:
+            raise LakeSpecError("bucket", "a primary-key table needs buckets on its key (merges then need no "
+                                "shuffle).", f'Add "bucket": {{"columns": {list(self.primary_key)}, "count": 16}}.')
+        if self.bucket.partition_counts or self.bucket.from_partition is not None:
+            raise LakeSpecError("bucket", "a primary-key table has one bucket count in every partition.",
+                                "Drop `partition_counts` and `from_partition`.")
+        outside = [c for c in self.partition_columns if c not in self.primary_key]
+        if outside:
+            raise LakeSpecError("primary_key", f"partition column {outside[0]!r} is not part of the key: a key's "
+                                "rows must all be in one partition.", "Add the partition columns to the key.")
+        for name in self.primary_key:
+            type_name = self.column(name).type
+            if type_name.startswith(("array", "map", "struct")) or type_name in ("binary", "float", "double"):
+                raise LakeSpecError("primary_key", f"key column {name!r} has type {type_name}, which cannot be a "
+                                    "key.", "Use integer, string, date, timestamp or decimal key columns.")
+        if self.version_column is not None:
+            if self.version_column in self.primary_key:
+                raise LakeSpecError("version_column", "the version column cannot be a key column.",
+                                    "Use a data column (or give the version to each upsert).")
+            if self.column(self.version_column).type not in ("tinyint", "smallint", "int", "bigint"):
+                raise LakeSpecError("version_column", f"column {self.version_column!r} is not an integer column.",
+                                    "Use an integer column (batch number, yyyymmdd, epoch millis).")
 
     def _validate_bucket(self, bucket: BucketSpec) -> BucketSpec:
         if not bucket.columns:
@@ -338,6 +386,7 @@ class TableSpec:
             "version_column": self.version_column,
             "merge_operators": dict(self.merge_operators),
             "properties": dict(self.properties),
+            **({"null_values": {k: list(v) for k, v in self.null_values.items()}} if self.null_values else {}),
         }
 
     @classmethod
@@ -376,8 +425,9 @@ class TableSpec:
             )
             bucket_reader.done()
         version_column = reader.string("version_column")
-        merge_ops = reader.string_map("merge_operators") or {}
+        merge_operators = reader.string_map("merge_operators") or {}
         properties = reader.string_map("properties", numbers=True) or {}
+        null_values = reader.raw_value("null_values") or {}
         partition_by = reader.strings("partition_by", single=True) or []
         primary_key = reader.strings("primary_key", single=True) or []
         reader.done()
@@ -387,8 +437,9 @@ class TableSpec:
             bucket=bucket,
             primary_key=tuple(primary_key),
             version_column=version_column,
-            merge_operators=merge_ops,
+            merge_operators=merge_operators,
             properties=properties,
+            null_values=null_values,
         )
 
 

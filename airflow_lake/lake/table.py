@@ -198,6 +198,10 @@ class LakeTable:
         """
         from airflow_lake.lake.buckets.catalog import scan_df
 
+        if self.spec.primary_key:  # one row per key, merged over the upserts (`upsert.merge_read`)
+            from airflow_lake.lake.upsert.merge_read import read_merged
+
+            return read_merged(self, spark, as_of, filters, columns)
         scan = self.scan(filters, as_of)
         log.info("scan of %s at %d: %d of %d file(s) read, %d skipped", self.url, scan.snapshot.seq,
                  len(scan.files), scan.files_total, scan.files_skipped)
@@ -210,6 +214,10 @@ class LakeTable:
         from airflow_lake.lake.buckets.catalog import register
 
         check_identifier(name, "name")
+        if self.spec.primary_key:
+            df = self.read(spark, as_of, filters)
+            df.createOrReplaceTempView(name)
+            return df
         return register(spark, self.scan(filters, as_of), name)
 
     def to_arrow(self, as_of: AsOf = None, columns: Sequence[str] | None = None) -> pa.Table:
@@ -217,6 +225,9 @@ class LakeTable:
         from airflow_lake.lake.arrow_read import read_files
 
         snap = self.snapshot(as_of)
+        if snap.spec.primary_key:
+            raise LakeSpecError("table", f"{self.url!r} has a primary key: its files hold upserts to merge.",
+                                "Read it with `read(spark)` (merged per key).")
         return read_files(self.storage, snap.spec, snap.files, columns)
 
     # -- writes --------------------------------------------------------------------------------------

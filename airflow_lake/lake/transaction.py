@@ -60,7 +60,7 @@ class Transaction:
     def commit(self, added: Iterable[DataFile] = (), removed: Iterable[str] = (), *,
                reads: Iterable[str] = (), overwrites: Iterable[Mapping[str, str | None]] = (),
                whole_table: bool = False, metrics: Mapping[str, Any] | None = None,
-               metadata: Mapping[str, Any] | None = None) -> LogEntry:
+               metadata: Mapping[str, Any] | None = None, versions: Iterable[int] = ()) -> LogEntry:
         """Complete the instant: check conflicts, then exclusively create the next log entry."""
         if self._done:
             raise LakeError(f"instant {self.instant} is already finished.")
@@ -73,7 +73,7 @@ class Transaction:
         completes = self.metadata.get(COMPLETES)
         intent = CommitIntent(self.instant, frozenset(removed_paths), frozenset(reads),
                               tuple(overwrites), whole_table, self.request_id,
-                              completes if isinstance(completes, str) else None)
+                              completes if isinstance(completes, str) else None, frozenset(versions))
         entry_metrics = {
             "files_added": len(added_files),
             "files_removed": len(removed_paths),

@@ -56,6 +56,9 @@ def write(table: LakeTable, df: DataFrame, *, mode: str = "append", partitions: 
     if mode not in MODES:
         raise LakeSpecError("mode", f"unknown mode {mode!r}.", f"Use one of {', '.join(MODES)}.")
     spec = table.spec
+    if spec.primary_key:
+        raise LakeSpecError("table", f"{table.url!r} has a primary key: rows go in by key and version.",
+                            "Use versioned_upsert (VersionedUpsertOperator) instead of write.")
     if mode == "append" and partitions is not None:
         raise LakeSpecError("partitions", "partitions apply to overwrite only.", "Set mode='overwrite'.")
     if partitions == DYNAMIC and not spec.partition_columns:

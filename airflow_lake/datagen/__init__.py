@@ -1,0 +1,1 @@
+"""Sample data generators for tests, benchmarks and the example DAGs (numpy + pyarrow; no Spark, no downloads)."""

@@ -1,0 +1,64 @@
+"""The merged read of a primary-key table: one row per key, each column merged over the base and delta
+files in version order (`physical.merge_aggregates`).
+
+The files are read as one Spark bucketed table (`buckets.catalog`) bucketed by the key, so the group-by
+on the partition and key columns needs no Exchange: each bucket is merged where it is read. Filters on key
+and partition columns skip files and buckets before the merge; filters on value columns apply after it
+(a file's stale value must not hide a key's newer one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.lake.filters import may_match, parse_filters
+from airflow_lake.lake.scan import Scan
+from airflow_lake.lake.upsert.physical import merge_aggregates, physical_spec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from airflow_lake.lake.snapshot import Snapshot
+    from airflow_lake.lake.spec import TableSpec
+    from airflow_lake.lake.table import AsOf, LakeTable
+
+log = logging.getLogger(__name__)
+
+
+def raw_scan(table: LakeTable, snapshot: Snapshot, files: Sequence[Any] | None = None,
+             filters: Iterable[Sequence[Any]] | None = None) -> Scan:
+    """A scan of the files with their stamp columns; key and partition `filters` skip files."""
+    spec = snapshot.spec
+    keys = {*spec.primary_key, *spec.partition_columns}
+    parsed = [f for f in parse_filters(filters, spec) if f.column in keys]
+    chosen = tuple(f for f in (snapshot.files if files is None else files) if may_match(f, parsed, spec))
+    return Scan(table.storage, dataclasses.replace(snapshot, spec=physical_spec(spec)), tuple(parsed), chosen)
+
+
+def merged(spark: SparkSession, scan: Scan, spec: TableSpec, *, keep_stamps: bool = False) -> DataFrame:
+    """The rows of `scan` (from `raw_scan`) merged per key of the table `spec` (its partition columns are key
+    columns): the key and value columns, and with `keep_stamps` the stamps a base file holds."""
+    from pyspark.sql import functions as F
+
+    from airflow_lake.lake.buckets.catalog import scan_df
+
+    return scan_df(spark, scan).groupBy(*[F.col(f"`{k}`") for k in spec.primary_key]).agg(
+        *merge_aggregates(spec, keep_stamps=keep_stamps))
+
+
+def read_merged(table: LakeTable, spark: SparkSession, as_of: AsOf = None,
+                filters: Iterable[Sequence[Any]] | None = None, columns: Sequence[str] | None = None) -> DataFrame:
+    """`LakeTable.read` of a primary-key table."""
+    snapshot = table.snapshot(as_of)
+    spec = snapshot.spec
+    parsed = parse_filters(filters, spec)
+    scan = raw_scan(table, snapshot, filters=filters)
+    log.info("merged read of %s at %d: %d of %d file(s) read, %d skipped", table.url, snapshot.seq, len(scan.files),
+             scan.files_total, scan.files_skipped)
+    df = merged(spark, scan, spec).select(*[f"`{c}`" for c in spec.column_names])
+    rest = [f for f in parsed if f not in scan.filters]
+    df = Scan(table.storage, snapshot, tuple(rest), ()).apply_filters(df)
+    return df.select(*[f"`{c}`" for c in columns]) if columns else df

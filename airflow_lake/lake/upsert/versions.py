@@ -1,0 +1,88 @@
+"""Upsert versions: each version is applied once.
+
+An upsert's entry records its `versions` (sorted), the value columns it set (`columns`) and a
+`fingerprint` of its rows (row count and the sum of a 64-bit hash of each row, order-independent). An
+upsert whose versions meet a live upsert's:
+
+- with the same versions, columns and fingerprint: it is that upsert again (an Airflow retry, a re-run of
+  a backfill): nothing is written, the earlier commit is returned;
+- otherwise it is refused, unless it replaces them (`replace_version`): then the earlier upsert's files are
+  removed in the same commit — only while they are still delta files (not yet compacted into the base).
+
+Two upserts of one version racing each other: the second to commit sees the first (conflict rule in
+`conflicts.py`) and retries into one of the cases above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.lake.errors import LakeSpecError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+    from airflow_lake.lake.log import LogEntry
+    from airflow_lake.lake.table import LakeTable
+
+UPSERT_ACTION = "upsert"
+MIN_VERSION, MAX_VERSION = -(1 << 63), (1 << 63) - 1
+MAX_VERSIONS_PER_UPSERT = 10_000
+
+
+def parse_version(value: Any, field: str = "version") -> int:
+    """A version given to an upsert: a whole number (or its text, e.g. a rendered `{{ ds_nodash }}`)."""
+    if isinstance(value, bool) or value is None:
+        raise LakeSpecError(field, f"{value!r} is not a version.", "Give a whole number (a batch number, yyyymmdd).")
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or not text.lstrip("-").isdigit():
+            raise LakeSpecError(field, f"{value!r} is not a whole number.", "Give e.g. 7 or '20240301'.")
+        value = int(text)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or not MIN_VERSION <= value <= MAX_VERSION:
+        raise LakeSpecError(field, f"{value!r} is not a 64-bit whole number.", "Give e.g. 7 or '20240301'.")
+    return value
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A live upsert and what it applied."""
+
+    entry: LogEntry
+    versions: tuple[int, ...]
+    columns: tuple[str, ...]
+    fingerprint: str
+
+
+def applied(table: LakeTable) -> dict[int, Applied]:
+    """Version -> the live upsert that applied it (a later replacing upsert wins)."""
+    out: dict[int, Applied] = {}
+    for entry in table.commit_log.entries(-1, table.commit_log.head()):
+        if entry.action != UPSERT_ACTION or "versions" not in entry.metadata:
+            continue
+        meta = entry.metadata
+        item = Applied(entry, tuple(int(v) for v in meta["versions"]), tuple(meta.get("columns") or ()),
+                       str(meta.get("fingerprint", "")))
+        for version in item.versions:
+            out[version] = item
+    return out
+
+
+def fingerprint_aggregates(columns: Sequence[str], version: Column) -> list[Column]:
+    """Aggregates for `DataFrame.observe`: rows, rows without a version, the distinct versions (up to a
+    cap), and the order-independent hash sum of (columns, version)."""
+    from pyspark.sql import functions as F
+
+    row_hash = F.xxhash64(*[F.col(f"`{c}`") for c in columns], version).cast("decimal(38,0)")
+    return [F.count(F.lit(1)).alias("rows"), F.count_if(version.isNull()).alias("null_versions"),
+            F.slice(F.array_sort(F.collect_set(version)), 1, MAX_VERSIONS_PER_UPSERT + 1).alias("versions"),
+            F.coalesce(F.sum(row_hash), F.lit(0).cast("decimal(38,0)")).alias("hash")]
+
+
+def fingerprint(observed: Mapping[str, Any]) -> str:
+    """The text kept in the entry."""
+    return f"{int(observed['rows'])}:{observed['hash']}"
