@@ -1,0 +1,104 @@
+"""`compact`: fold a primary-key table's delta files into base files, one `replace` commit.
+
+For each chosen partition that has more files than buckets, all its files are merged per key
+(`merge_read.merged` with the stamps kept) and written as one file per bucket, sorted by the key; the
+commit removes exactly the files read. Upserts that commit meanwhile only add files, so they are kept
+(and merge on top of the new base, whatever their version: the base keeps each column's version). Two
+compactions of one partition at once: the second gets a retryable conflict.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.files import DataFile
+from airflow_lake.lake.log import LogEntry
+from airflow_lake.lake.snapshot import snapshot_of
+from airflow_lake.lake.upsert.merge_read import merged, raw_scan
+from airflow_lake.lake.upsert.physical import SEQ, physical_spec
+from airflow_lake.lake.write import normalize_partitions
+from airflow_lake.lake.writer import write_dataframe
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from airflow_lake.lake.table import LakeTable
+
+log = logging.getLogger(__name__)
+OPERATION = "compact"
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """A compaction's commit (None: nothing to compact), and whether an earlier run had made it."""
+
+    entry: LogEntry | None
+    already_committed: bool = False
+
+
+def compact(table: LakeTable, spark: SparkSession, *, partitions: Sequence[Mapping[str, Any]] | None = None,
+            request_id: str | None = None) -> Compacted:
+    """Compact the table's partitions (or the listed ones) that have more files than buckets."""
+    from pyspark.sql import functions as F
+
+    spec = table.spec
+    if not spec.primary_key:
+        raise LakeSpecError("table", f"{table.url!r} has no primary key: there are no upserts to compact.",
+                            "Use clustering to merge the small files of a plain table.")
+    if request_id:
+        prior = table.find_request(request_id, OPERATION)
+        if prior is not None:
+            return Compacted(prior, True)
+    chosen = normalize_partitions(spec, partitions) if partitions is not None else None
+    if _inputs(table.state().files.values(), spec.bucket.count if spec.bucket else 1, chosen) == []:
+        log.info("compact %s: no partition has more files than buckets; nothing to do", table.url)
+        return Compacted(None)
+    txn = table.begin("replace", OPERATION, request_id=request_id)
+    try:
+        inputs = _inputs(txn.base.files.values(), spec.bucket.count if spec.bucket else 1, chosen)
+        if not inputs:
+            txn.abort()
+            return Compacted(None)
+        started = time.monotonic()
+        physical = physical_spec(spec)
+        scan = raw_scan(table, snapshot_of(txn.base), inputs)
+        rows = merged(spark, scan, spec, keep_stamps=True).withColumn(SEQ, F.lit(0).cast("bigint"))
+        rows = rows.select(*[f"`{c}`" for c in physical.column_names])
+        metrics: dict[str, Any] = {}
+        by_key = None if spec.bucket and spec.bucket.sort_columns else list(spec.primary_key)
+        files = write_dataframe(rows, table.storage, physical, txn.instant, metrics=metrics, sort_within=by_key)
+        metrics.update({"files_before": len(inputs), "files_after": len(files), "keys": sum(f.rows for f in files),
+                        "partitions": len({f.partition_key() for f in inputs}),
+                        "compact_seconds": round(time.monotonic() - started, 3)})
+        entry = txn.commit(added=files, removed=[f.path for f in inputs], metrics=metrics)
+        log.info("compacted %s: %d file(s) -> %d, %d keys", table.url, len(inputs), len(files), metrics["keys"])
+        return Compacted(entry)
+    except BaseException:
+        txn.abort()
+        raise
+
+
+def _inputs(files: Any, buckets: int, partitions: list[dict[str, str | None]] | str | None) -> list[DataFile]:
+    """The files of the partitions to compact: those (among `partitions`, if given) with more files than
+    buckets."""
+    wanted = None if not isinstance(partitions, list) else {tuple(sorted(p.items())) for p in partitions}
+    by_partition: dict[tuple[tuple[str, str | None], ...], list[DataFile]] = {}
+    for data_file in files:
+        key = data_file.partition_key()
+        if wanted is None or key in wanted:
+            by_partition.setdefault(key, []).append(data_file)
+    return [f for group in by_partition.values() if len(group) > buckets for f in group]
+
+
+def result_metrics(compacted: Compacted) -> dict[str, Any]:
+    """A compaction's metrics for XCom."""
+    entry = compacted.entry
+    if entry is None:
+        return {"noop": True, "already_committed": False}
+    return {**entry.metrics, "instant": entry.instant, "seq": entry.seq, "action": entry.action,
+            "request_id": entry.request_id, "already_committed": compacted.already_committed}
