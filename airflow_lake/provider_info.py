@@ -22,7 +22,8 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {"integration-name": "Airflow Lake",
              "python-modules": ["airflow_lake.operators.write", "airflow_lake.operators.table",
-                                "airflow_lake.operators.bucket_rewrite", "airflow_lake.operators.clustering"]},
+                                "airflow_lake.operators.bucket_rewrite", "airflow_lake.operators.clustering",
+                                "airflow_lake.operators.upsert", "airflow_lake.operators.compact"]},
         ],
         "sensors": [{"integration-name": "Airflow Lake", "python-modules": ["airflow_lake.sensors.commit_count"]}],
         "triggers": [{"integration-name": "Airflow Lake", "python-modules": ["airflow_lake.triggers.commit_count"]}],

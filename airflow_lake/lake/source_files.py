@@ -4,7 +4,7 @@ that does not parse as its column's type fails the write instead of becoming NUL
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -36,17 +36,18 @@ def refuse_lake_table_path(path: str, field: str = "source.path") -> None:
 
 
 def read_files(spark: SparkSession, path: str, fmt: str, options: Mapping[str, str], *, spec: TableSpec,
-               field: str = "source") -> DataFrame:
-    """The files at `path` as a DataFrame of the source's own columns, checked as the format allows."""
+               field: str = "source", optional: Collection[str] = ()) -> DataFrame:
+    """The files at `path` as a DataFrame of the source's own columns, checked as the format allows
+    (`optional` columns may be missing from a CSV header or the JSON keys)."""
     from pyspark.errors import AnalysisException
 
     opts = {k: v for k, v in options.items() if k.lower() != "mode"}
     mode = read_mode(options, field)
     try:
         if fmt == "csv":
-            return _read_csv(spark, path, opts, mode, spec=spec, field=field)
+            return _read_csv(spark, path, opts, mode, spec=spec, field=field, optional=optional)
         if fmt == "json":
-            return _read_json(spark, path, opts, mode, spec=spec, field=field)
+            return _read_json(spark, path, opts, mode, spec=spec, field=field, optional=optional)
         return spark.read.options(**opts).format(fmt).load(path)
     except AnalysisException as err:
         raise _read_error(err, path, fmt, field) from err
@@ -90,7 +91,7 @@ def _option(opts: Mapping[str, str], name: str) -> str | None:
 
 
 def _read_csv(spark: SparkSession, path: str, opts: dict[str, str], mode: str, *, spec: TableSpec,
-              field: str) -> DataFrame:
+              field: str, optional: Collection[str] = ()) -> DataFrame:
     header = _is_true(_option(opts, "header"), True)
     base = {k: v for k, v in opts.items() if k.lower() not in ("header", "inferschema", "enforceschema")}
     first = spark.read.options(**base).option("header", "false").csv(path).limit(1).collect()
@@ -100,7 +101,8 @@ def _read_csv(spark: SparkSession, path: str, opts: dict[str, str], mode: str, *
     tokens = [str(t) if t is not None else "" for t in first[0]]
     if header:
         names = tokens  # as Spark compares them with every file's header: " name" is not "name"
-        check_columns(names, spec, "the CSV header", fix="name the header's columns as the table's (in any order)")
+        check_columns(names, spec, "the CSV header", fix="name the header's columns as the table's (in any order)",
+                      optional=optional)
     else:
         names = [c.name for c in spec.columns]
         if len(tokens) != len(names):
@@ -114,7 +116,7 @@ def _read_csv(spark: SparkSession, path: str, opts: dict[str, str], mode: str, *
 
 
 def _read_json(spark: SparkSession, path: str, opts: dict[str, str], mode: str, *, spec: TableSpec,
-               field: str) -> DataFrame:
+               field: str, optional: Collection[str] = ()) -> DataFrame:
     base = {k: v for k, v in opts.items() if k.lower() != "columnnameofcorruptrecord"}
     # a schema-less read sees every key of every record, so a misspelt key is found, not dropped
     inferred = spark.read.options(**base).json(path).schema
@@ -122,7 +124,7 @@ def _read_json(spark: SparkSession, path: str, opts: dict[str, str], mode: str, 
     if not names:
         raise LakeSpecError(f"{field}.path", f"no json records in {path!r}.",
                             "Point it at files of JSON objects, one per line (or set options.multiLine 'true').")
-    check_columns(names, spec, "the JSON keys", fix="name the keys as the table's columns")
+    check_columns(names, spec, "the JSON keys", fix="name the keys as the table's columns", optional=optional)
     reader = spark.read.options(**base)
     return _strict(_typed(reader, names, mode, spec).json(path), names, mode, spec, "JSON")
 

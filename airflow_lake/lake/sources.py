@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -93,18 +93,19 @@ class Source:
         return cls(query=query, tables=tuple(refs))
 
 
-def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, dict[str, int]] | None = None
-         ) -> tuple[DataFrame, dict[str, list[str]]]:
+def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, dict[str, int]] | None = None,
+         optional: Collection[str] = ()) -> tuple[DataFrame, dict[str, list[str]]]:
     """The source as a DataFrame, and the live files it reads per lake table URL (for conflict checks).
 
-    `scans` (if given) gets, per query table name, the files read and the files skipped by their stats.
+    `scans` (if given) gets, per query table name, the files read and the files skipped by their stats;
+    `optional` columns may be missing from CSV and JSON files (a partial upsert).
     """
     from airflow_lake.lake.buckets.catalog import register
     from airflow_lake.lake.table import LakeTable
 
     if source.path is not None:
         refuse_lake_table_path(source.path)
-        return read_files(spark, source.path, source.format, source.options, spec=spec), {}
+        return read_files(spark, source.path, source.format, source.options, spec=spec, optional=optional), {}
     reads: dict[str, list[str]] = {}
     for ref in source.tables:
         table = LakeTable.open(ref.path)

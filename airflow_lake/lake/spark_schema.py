@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from airflow_lake.lake.errors import LakeSchemaError
@@ -68,12 +69,13 @@ def _raise_on_duplicates(names: list[str], what: str) -> None:
 
 def column_problems(names: list[str], spec: TableSpec, what: str = "the source",
                     fix: str = "drop them from the query or create the table with them",
-                    fix_missing: str | None = None) -> list[str]:
-    """What is missing from or extra in `names` (matched case-insensitively) against the table's columns."""
+                    fix_missing: str | None = None, *, optional: Collection[str] = ()) -> list[str]:
+    """What is missing from or extra in `names` (matched case-insensitively) against the table's columns
+    (`optional` ones may be missing)."""
     given = {n.lower() for n in names}
     wanted = {c.name.lower() for c in spec.columns}
     problems = []
-    missing = [c.name for c in spec.columns if c.name.lower() not in given]
+    missing = [c.name for c in spec.columns if c.name.lower() not in given and c.name not in optional]
     if missing:
         problems.append(f"{what} lacks column(s) {missing}; " + (fix_missing or "select them "
                         f"(e.g. CAST(NULL AS {spec.column(missing[0]).type.upper()}) AS {missing[0]})"))
@@ -83,11 +85,12 @@ def column_problems(names: list[str], spec: TableSpec, what: str = "the source",
     return problems
 
 
-def check_columns(names: list[str], spec: TableSpec, what: str, fix: str) -> None:
-    """Raise unless `names` are the table's columns (in any order, case-insensitively, each once)."""
+def check_columns(names: list[str], spec: TableSpec, what: str, fix: str, optional: Collection[str] = ()) -> None:
+    """Raise unless `names` are the table's columns (in any order, case-insensitively, each once; `optional`
+    ones may be missing)."""
     _raise_on_duplicates(names, what)
     problems = column_problems(names, spec, what, f"{fix}, or create the table with them",
-                               fix_missing="add them to the files (empty values are NULL)")
+                               fix_missing="add them to the files (empty values are NULL)", optional=optional)
     if problems:
         raise LakeSchemaError("schema mismatch, nothing was written: " + "; ".join(problems) +
                               f". The table's columns are {[c.name for c in spec.columns]}.")

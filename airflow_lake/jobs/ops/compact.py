@@ -1,0 +1,49 @@
+"""compact: fold a primary-key table's upserts (delta files) into base files, one replace commit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_lake.jobs.fields import SpecReader
+from airflow_lake.jobs.ops.common import table_path
+from airflow_lake.jobs.registry import Operation, register
+from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.table import LakeTable
+from airflow_lake.lake.upsert.compact import OPERATION, compact, result_metrics
+from airflow_lake.lake.write import normalize_partitions
+
+
+@dataclass(frozen=True)
+class CompactSpec:
+    """A validated compact spec."""
+
+    table: str
+    partitions: list[Mapping[str, Any]] | None
+    request_id: str | None
+
+
+def parse(raw: Mapping[str, Any]) -> CompactSpec:
+    """Validate the spec: optional partitions (a list of {column: value})."""
+    reader = SpecReader(raw, OPERATION)
+    table = table_path(reader)
+    partitions = reader.raw_value("partitions")
+    if partitions is not None and (isinstance(partitions, str) or not isinstance(partitions, list)):
+        raise LakeSpecError("partitions", f"{partitions!r} is not a list of partitions.",
+                            "Give [{'dt': '2024-01-01'}, ...], or leave it out for every partition.")
+    request_id = reader.string("request_id")
+    reader.done()
+    return CompactSpec(table, partitions, request_id)
+
+
+def execute(spark: Any, spec: CompactSpec) -> dict[str, Any]:
+    """Compact; a retry returns the first run's metrics and writes nothing."""
+    table = LakeTable.open(spec.table)
+    if spec.partitions is not None:
+        normalize_partitions(table.spec, spec.partitions)  # fail before any Spark work
+    done = compact(table, spark, partitions=spec.partitions, request_id=spec.request_id)
+    return {"table": table.url, "operation": OPERATION, **result_metrics(done)}
+
+
+register(Operation(OPERATION, parse, execute, summary="fold upserts into base files (primary-key tables)"))

@@ -1,0 +1,74 @@
+"""versioned_upsert: upsert rows by primary key with a version, from files or a Spark SQL query."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_lake.jobs.fields import SpecReader
+from airflow_lake.jobs.ops.common import table_path
+from airflow_lake.jobs.registry import Operation, register
+from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.source_files import source_error
+from airflow_lake.lake.sources import Source, load
+from airflow_lake.lake.spec import Column, TableSpec
+from airflow_lake.lake.table import LakeTable
+from airflow_lake.lake.upsert.physical import value_columns
+from airflow_lake.lake.upsert.upsert import OPERATION, Upserted, result_metrics, versioned_upsert
+from airflow_lake.lake.upsert.versions import parse_version
+
+
+@dataclass(frozen=True)
+class UpsertSpec:
+    """A validated versioned_upsert spec."""
+
+    table: str
+    source: Source
+    version: int | None
+    version_column: str | None
+    replace_version: bool
+    request_id: str | None
+
+
+def parse(raw: Mapping[str, Any]) -> UpsertSpec:
+    """Validate the spec: a source, and a version or a version column (else the table's)."""
+    reader = SpecReader(raw, OPERATION)
+    table = table_path(reader)
+    if not reader.has("source"):
+        raise LakeSpecError("source", "the upsert needs a `source`.",
+                            "Give {'path': ..., 'format': ...} or {'query': ..., 'tables': {...}}.")
+    source = Source.from_dict(reader.raw_value("source"))
+    version = parse_version(reader.raw_value("version")) if reader.has("version") else None
+    version_column = reader.string("version_column")
+    if version is not None and version_column is not None:
+        raise LakeSpecError("version", "give `version` or `version_column`, not both.", "Drop one.")
+    replace_version = reader.boolean("replace_version", default=False)
+    request_id = reader.string("request_id")
+    reader.done()
+    return UpsertSpec(table, source, version, version_column, replace_version, request_id)
+
+
+def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
+    """Run the upsert; a retry (same request id, or the same version with the same data) writes nothing."""
+    table = LakeTable.open(spec.table)
+    table_spec = table.spec
+    if spec.request_id and (prior := table.find_request(spec.request_id, OPERATION)) is not None:
+        return {"table": table.url, "operation": OPERATION, **result_metrics(Upserted(prior, True))}
+    column = spec.version_column or (None if spec.version is not None else table_spec.version_column)
+    source_spec = table_spec
+    if column is not None and not table_spec.has_column(column):  # a version only: read it as a bigint
+        source_spec = TableSpec(columns=(*table_spec.columns, Column(column, "bigint")))
+    df, _ = load(spark, spec.source, source_spec, optional=value_columns(table_spec))
+    try:
+        upserted = versioned_upsert(table, df, version=spec.version, version_column=spec.version_column,
+                                    replace_version=spec.replace_version, request_id=spec.request_id)
+    except Exception as err:  # a source file Spark refused mid-write, as a clear error
+        clear = source_error(err)
+        if clear is None:
+            raise
+        raise clear from err
+    return {"table": table.url, "operation": OPERATION, **result_metrics(upserted)}
+
+
+register(Operation(OPERATION, parse, execute, summary="upsert by primary key with a version (merge-on-read)"))
