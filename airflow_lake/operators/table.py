@@ -17,6 +17,9 @@ class LakeCreateTableOperator(LakeOperator):
     :param schema: DDL such as "id BIGINT NOT NULL, dt STRING" (or give `columns`).
     :param partition_by: partition columns.
     :param bucket: {"columns": [...], "count": N, "sort_columns": [...]}.
+    :param primary_key: key columns of a primary-key table (upserted with `VersionedUpsertOperator`); it needs
+        `bucket` on the key. `merge_operators` ({column: "sum"}, default "last"), `null_values` ({column:
+        ["null"]} for `last_non_null`) and `version_column` complete it.
     """
 
     operation: ClassVar[str] = "create_table"
@@ -26,7 +29,8 @@ class LakeCreateTableOperator(LakeOperator):
                  partition_by: Sequence[str] | None = None, bucket: Mapping[str, Any] | None = None,
                  primary_key: Sequence[str] | None = None, version_column: str | None = None,
                  merge_operators: Mapping[str, str] | None = None, properties: Mapping[str, str] | None = None,
-                 if_exists: str = "ignore", **kwargs: Any) -> None:
+                 null_values: Mapping[str, Sequence[str]] | None = None, if_exists: str = "ignore",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.schema = schema
         self.columns = columns
@@ -36,6 +40,7 @@ class LakeCreateTableOperator(LakeOperator):
         self.version_column = version_column
         self.merge_operators = merge_operators
         self.properties = properties
+        self.null_values = null_values
         self.if_exists = if_exists
 
     def build_spec(self, context: Context) -> dict[str, Any]:
@@ -44,7 +49,7 @@ class LakeCreateTableOperator(LakeOperator):
             "schema": self.schema, "columns": self.columns, "partition_by": self.partition_by,
             "bucket": self.bucket, "primary_key": self.primary_key, "version_column": self.version_column,
             "merge_operators": self.merge_operators, "properties": self.properties,
-            "if_exists": self.if_exists,
+            "null_values": self.null_values, "if_exists": self.if_exists,
         }
         return {k: v for k, v in fields.items() if v not in (None, [], {})}
 

@@ -13,7 +13,7 @@ from airflow_lake.lake.spec import TableSpec
 from airflow_lake.lake.table import LakeTable
 
 TABLE_FIELDS = ("columns", "schema", "partition_by", "bucket", "primary_key", "version_column",
-                "merge_operators", "properties")
+                "merge_operators", "properties", "null_values")
 
 
 @dataclass(frozen=True)

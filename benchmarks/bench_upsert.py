@@ -1,0 +1,225 @@
+"""Benchmark: versioned upserts on the BDCI shape (seed 003) — parallel vs sequential, vs delta-rs MERGE, and the
+merged read vs a plain Spark union + group-by.
+
+Data: `airflow_lake.datagen.bdci` — base-0 with 5 x `--rows` rows, base-1..10 with `--rows` each, uuids drawn from
+2 x `--rows` keys (they repeat within and across files). Everything runs in one process on one local[2]
+SparkSession; each measured run starts from a fresh, empty lake table (16 buckets on uuid).
+
+(a) upserts   the 11 files as versions 0..10 in a shuffled order (fixed seed), `versioned_upsert` each:
+              sequential (one after the other) vs parallel (`--threads` at once on the same session).
+(b) total     ours: the parallel upserts + the merged read written to Parquet; delta-rs (`deltalake`, other
+              engine): base-0 written as a Delta table, then 10 sequential MERGEs of base-1..10 (`requests`
+              summed, `name` kept when the new one is "null", other columns replaced). Delta's MERGE refuses
+              duplicate source keys, so each batch is first combined per uuid with pandas (timed apart). At
+              every `--scales` factor of `--rows`, to show how both grow.
+(c) read      ours: `LakeTable.read` (merge per key over the bucketed files, no Exchange) written to Parquet;
+              baseline: plain Spark over the same 11 source files — union with the version and
+              `_metadata.row_index`, group by uuid with max_by / sum, written to Parquet.
+
+All results are checked equal (ours sequential = parallel = the Spark baseline = delta-rs) by a hash of the rows.
+
+    .venv/bin/python benchmarks/bench_upsert.py --out /tmp/bench_upsert.md                 # 2M + 10 x 400k rows
+    .venv/bin/python benchmarks/bench_upsert.py --rows 20000 --rounds 1 --scales 1 --skip-delta   # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from common import local_spark, machine_info, median, ratio
+
+from airflow_lake.datagen import bdci
+from airflow_lake.jobs.session import DEFAULT_CONF
+from airflow_lake.lake.table import LakeTable
+from airflow_lake.lake.upsert.upsert import versioned_upsert
+
+VALUE_COLUMNS = ["ip", "hostname", "requests", "name", "city", "job", "phonenum"]
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - started, out
+
+
+def upsert_all(spark: Any, path: Path, files: list[Path], order: list[int], threads: int) -> LakeTable:
+    table = LakeTable.create(str(path), bdci.table_spec(16))
+
+    def one(version: int) -> None:
+        versioned_upsert(table, spark.read.parquet(str(files[version])), version=version)
+
+    if threads <= 1:
+        for version in order:
+            one(version)
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, order))
+    return table
+
+
+def digest(spark: Any, parquet_dir: Path) -> tuple[int, int]:
+    """(rows, order-independent hash sum) of a Parquet result."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(str(parquet_dir))
+    row = df.select(F.count(F.lit(1)), F.sum(F.xxhash64("uuid", *VALUE_COLUMNS).cast("decimal(38,0)"))).first()
+    return int(row[0]), int(row[1] or 0)
+
+
+def spark_baseline(spark: Any, files: list[Path], out: Path) -> None:
+    """Plain Spark: union of the files with version and row index, merged per uuid, written."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    frames = [spark.read.parquet(str(p)).select("*", F.lit(v).alias("_v"), F.col("_metadata.row_index").alias("_r"))
+              for v, p in enumerate(files)]
+    union = reduce(lambda a, b: a.unionByName(b), frames)
+    order = F.struct("_v", "_r")
+    good = F.coalesce(F.col("name").isNotNull() & (F.col("name") != F.lit("null")), F.lit(False))
+    aggs = [F.max_by(c, order).alias(c) for c in VALUE_COLUMNS if c not in ("requests", "name")]
+    aggs += [F.sum("requests").alias("requests"), F.max_by("name", F.struct(good, "_v", "_r")).alias("name")]
+    union.groupBy("uuid").agg(*aggs).select("uuid", *VALUE_COLUMNS).write.parquet(str(out))
+
+
+def combine(frame: pd.DataFrame) -> pd.DataFrame:
+    """A batch with one row per uuid (Delta's MERGE refuses duplicate source keys): the BDCI rules in row order."""
+    last = frame.drop_duplicates("uuid", keep="last").set_index("uuid")
+    last["requests"] = frame.groupby("uuid")["requests"].sum()
+    good = frame[frame["name"].notna() & (frame["name"] != "null")].drop_duplicates("uuid", keep="last")
+    named = good.set_index("uuid")["name"]
+    last["name"] = named.reindex(last.index).fillna(last["name"])
+    return last.reset_index()[["uuid", *VALUE_COLUMNS]]
+
+
+def delta_rs(files: list[Path], path: Path) -> tuple[float, float, pd.DataFrame]:
+    """(seconds to combine the batches, seconds for the base write + 10 MERGEs, the final table)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    combine_seconds, batches = timed(lambda: [pa.Table.from_pandas(combine(pd.read_parquet(p)), preserve_index=False)
+                                              for p in files])
+    updates = {c: f"s.{c}" for c in VALUE_COLUMNS}
+    updates["requests"] = "t.requests + s.requests"
+    updates["name"] = "CASE WHEN s.name IS NULL OR s.name = 'null' THEN t.name ELSE s.name END"
+
+    def run() -> None:
+        write_deltalake(str(path), batches[0])
+        for batch in batches[1:]:
+            (DeltaTable(str(path)).merge(source=batch, predicate="t.uuid = s.uuid", source_alias="s",
+                                         target_alias="t")
+             .when_matched_update(updates=updates).when_not_matched_insert_all().execute())
+
+    seconds, _ = timed(run)
+    return combine_seconds, seconds, DeltaTable(str(path)).to_pandas()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=400_000, help="rows of each of base-1..10 (base-0: 5x)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=11, help="parallel upserts at once (default: all 11)")
+    parser.add_argument("--scales", default="0.25,1", help="factors of --rows for (b)'s growth, e.g. 0.25,1")
+    parser.add_argument("--skip-delta", action="store_true")
+    parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "lake-bench-upsert"))
+    parser.add_argument("--out", default=None, help="also write the markdown report here")
+    args = parser.parse_args(argv)
+    scales = sorted({float(s) for s in args.scales.split(",")})
+    work = Path(args.work) / f"run-{int(time.time())}"
+    work.mkdir(parents=True)
+    info = machine_info()
+    command = " ".join(["benchmarks/bench_upsert.py", *(argv if argv is not None else sys.argv[1:])])
+    spark = local_spark("bench-upsert", {**DEFAULT_CONF}, work / "warehouse")
+    lines = [f"# Upsert benchmark (BDCI shape)\n\n- command: `.venv/bin/python {command}`",
+             f"- date: {info['date']}; machine: {info['nproc']} cores, {info['memory']}, load {info['load_average']}",
+             f"- code: git {info['git_revision']}; versions {info['versions']}", ""]
+    try:
+        order = list(range(bdci.FILES))
+        random.Random(3).shuffle(order)
+        for scale in scales:
+            rows = max(100, int(args.rows * scale))
+            files = bdci.generate(work / f"src-{rows}", rows)
+            total_rows = rows * (bdci.BASE_FACTOR + bdci.FILES - 1)
+            progress(f"scale {scale}: {total_rows} rows in 11 files, order {order}")
+            results: dict[str, list[float]] = {k: [] for k in ("seq", "par", "read", "base", "delta", "combine")}
+            digests: set[tuple[int, int]] = set()
+            # one untimed warm-up of every Spark path on the first file
+            warm = upsert_all(spark, work / "warm", files[:2], [1, 0], 1)
+            warm.read(spark).write.format("noop").mode("overwrite").save()
+            shutil.rmtree(work / "warm")
+            for rnd in range(args.rounds):
+                run_dir = work / f"s{rows}-r{rnd}"
+                seq, _ = timed(partial(upsert_all, spark, run_dir / "seq", files, order, 1))
+                par, table = timed(partial(upsert_all, spark, run_dir / "par", files, order, args.threads))
+                read, _ = timed(partial(table.read(spark).write.parquet, str(run_dir / "ours.parquet")))
+                base, _ = timed(partial(spark_baseline, spark, files, run_dir / "spark.parquet"))
+                for name, value in (("seq", seq), ("par", par), ("read", read), ("base", base)):
+                    results[name].append(value)
+                digests |= {digest(spark, run_dir / "ours.parquet"), digest(spark, run_dir / "spark.parquet")}
+                seq_table = LakeTable.open(str(run_dir / "seq"))
+                seq_table.read(spark).write.parquet(str(run_dir / "seq.parquet"))
+                digests.add(digest(spark, run_dir / "seq.parquet"))
+                if not args.skip_delta:
+                    comb, delta, final = delta_rs(files, run_dir / "delta")
+                    results["combine"].append(comb)
+                    results["delta"].append(delta)
+                    spark.createDataFrame(final).write.parquet(str(run_dir / "delta.parquet"))
+                    digests.add(digest(spark, run_dir / "delta.parquet"))
+                progress(f"  round {rnd + 1}: sequential {seq:.2f} s, parallel {par:.2f} s, merged read {read:.2f} s, "
+                         f"spark baseline {base:.2f} s" + ("" if args.skip_delta else
+                                                         f", delta-rs {delta:.2f} s (+ combine {comb:.2f} s)"))
+                shutil.rmtree(run_dir, ignore_errors=True)
+            if len(digests) != 1:
+                raise SystemExit(f"results differ between the ways: {digests}")
+            m = {k: median(v) for k, v in results.items() if v}
+            ours_total = m["par"] + m["read"]
+            lines += [f"## {total_rows:,} rows (base-0 {rows * bdci.BASE_FACTOR:,} + 10 x {rows:,}), "
+                      f"{args.rounds} round(s); every way gives the same {digests.pop()[0]:,} rows", "",
+                      "| measure | median s | runs s | ratio | goal |", "|---|---|---|---|---|",
+                      f"| (a) 11 upserts, sequential | {m['seq']:.2f} | {_runs(results['seq'])} | 1.00 | |",
+                      f"| (a) 11 upserts, {args.threads} at once | {m['par']:.2f} | {_runs(results['par'])} | "
+                      f"{ratio(m['par'], m['seq']):.2f} of sequential | <= 0.7 |",
+                      f"| (c) merged read -> Parquet | {m['read']:.2f} | {_runs(results['read'])} | "
+                      f"{ratio(m['read'], m['base']):.2f} of the Spark union + group-by | |",
+                      f"| (c) Spark union + group-by -> Parquet | {m['base']:.2f} | {_runs(results['base'])} "
+                      "| 1.00 | |",
+                      f"| (b) ours: parallel upserts + merged read | {ours_total:.2f} | | "
+                      + (f"{ratio(ours_total, m['delta']):.2f} of delta-rs | <= 0.5 |" if "delta" in m else "| |")]
+            if "delta" in m:
+                lines += [f"| (b) delta-rs: base write + 10 MERGEs | {m['delta']:.2f} | {_runs(results['delta'])} | "
+                          "1.00 | |",
+                          f"| (b) delta-rs: combining the batches per key (pandas, apart) | {m['combine']:.2f} | "
+                          f"{_runs(results['combine'])} | | |"]
+            lines.append("")
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    report = "\n".join(lines)
+    print(report)
+    if args.out:
+        Path(args.out).write_text(report + "\n")
+        progress(f"wrote {args.out}")
+    return 0
+
+
+def _runs(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
