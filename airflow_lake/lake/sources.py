@@ -110,7 +110,10 @@ def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, 
     for ref in source.tables:
         table = LakeTable.open(ref.path)
         scan = table.scan(filters=ref.filters or None, as_of=ref.as_of)
-        register(spark, scan, ref.name)  # bucketed where the table is
+        if table.spec.primary_key:  # merged per key, as any read of a primary-key table
+            table.register(spark, ref.name, as_of=ref.as_of, filters=ref.filters or None)
+        else:
+            register(spark, scan, ref.name)  # bucketed where the table is
         reads.setdefault(table.url, []).extend(f.path for f in scan.files)
         log.info("query table %s (%s): %d of %d file(s) read, %d skipped by their stats", ref.name, table.url,
                  len(scan.files), scan.files_total, scan.files_skipped)

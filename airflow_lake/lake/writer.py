@@ -53,7 +53,7 @@ _DATA_ERROR_TEXT = re.compile(DATA_ERROR + r": ([^\n]*?)(?:\s*SQLSTATE|\n|$)")
 def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: str, *,
                     allowed_partitions: Sequence[Mapping[str, str | None]] | None = None,
                     metrics: dict[str, Any] | None = None, sort_within: Sequence[str] | None = None,
-                    drop_columns: Sequence[str] = ()) -> list[DataFile]:
+                    drop_columns: Sequence[str] = (), bucket_shuffle: bool = True) -> list[DataFile]:
     """Write `df` (already conformed to `spec`) as files of `instant`; return them with their stats.
 
     A bucketed table's rows go to the bucketing of their partition (`buckets.assign.bucket_count`, decided in
@@ -62,6 +62,8 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
 
     `sort_within` orders the rows of each task (each file) — within a bucket instead of the bucket sort
     columns — (clustering's keys); `drop_columns` are helper columns dropped once the rows are in order.
+    `bucket_shuffle=False` writes each task's rows as one file per bucket it holds, without an Exchange
+    (`buckets.assign.assign_buckets`).
 
     Raises `LakeSchemaError` / `LakeSpecError` for data the table refuses; nothing is placed then.
     """
@@ -72,7 +74,7 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
         df = _refuse_bad_partition_strings(df, spec)
         exchanges_before = shuffles(plan_text(df)) if metrics is not None else 0
         if spec.bucket is not None:
-            df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN, sort_within)
+            df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN, sort_within, shuffle=bucket_shuffle)
             keys += [COUNT_COLUMN, BUCKET_COLUMN] if varying_counts(spec) else [BUCKET_COLUMN]
         elif sort_within:  # after the checks above: they project the partition columns anew, and a sort by
             # the old ones would not satisfy the write, which would then re-sort by partition only

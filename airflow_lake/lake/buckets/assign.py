@@ -24,9 +24,11 @@ def varying_counts(spec: TableSpec) -> bool:
 
 
 def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_column: str,
-                   sort_within: Sequence[str] | None = None) -> DataFrame:
+                   sort_within: Sequence[str] | None = None, *, shuffle: bool = True) -> DataFrame:
     """`df` with the bucket column (and, with `varying_counts`, the count column) added, one task per
-    (partition, bucket), rows sorted within each bucket by the sort columns (or `sort_within`)."""
+    (partition, bucket), rows sorted within each bucket by the sort columns (or `sort_within`). Without
+    `shuffle`, each task keeps its rows and writes one file per bucket it holds (no Exchange: for small
+    inputs, such as an upsert's batch, where one task per bucket would only move the rows around)."""
     from pyspark.sql import functions as F
 
     bucket = spec.bucket
@@ -47,6 +49,8 @@ def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_col
     if not varying_counts(spec) and _hashed_like_buckets(df, spec):
         # LAS "write-side shuffle elimination": every task already holds exactly one bucket (Spark's hash
         # partitioning is pmod(hash(keys), n), the bucket id), so each task writes one file per partition.
+        return df.sortWithinPartitions(*levels, F.col(bucket_column), *order)
+    if not shuffle:
         return df.sortWithinPartitions(*levels, F.col(bucket_column), *order)
     # Plain partitions (count NULL) are still spread over `count` tasks, so one big partition is not one task.
     spread = F.coalesce(F.col(bucket_column), F.pmod(hashed, F.lit(bucket.count)))

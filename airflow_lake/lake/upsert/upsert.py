@@ -46,9 +46,13 @@ class Upserted:
 
 
 def versioned_upsert(table: LakeTable, df: DataFrame, *, version: Any = None, version_column: str | None = None,
-                     replace_version: bool = False, request_id: str | None = None) -> Upserted:
+                     replace_version: bool = False, request_id: str | None = None,
+                     shuffle: bool = True) -> Upserted:
     """Upsert `df` into the primary-key table with `version` (one for every row) or the versions in
-    `version_column` (default: the table's `version_column`). See the module docstring."""
+    `version_column` (default: the table's `version_column`). See the module docstring.
+
+    `shuffle=False` writes each input task's rows as one file per bucket it holds, without an Exchange (more,
+    smaller files; measured no faster on 2 cores: docs/benchmarks.md section 7)."""
     from pyspark.sql import Observation
 
     spec = table.spec
@@ -77,7 +81,7 @@ def versioned_upsert(table: LakeTable, df: DataFrame, *, version: Any = None, ve
             [*spec.primary_key, *present], version_expr))
         metrics: dict[str, Any] = {}
         files = write_dataframe(delta_rows(observed, spec, present, version_expr), table.storage,
-                                physical_spec(spec), txn.instant, metrics=metrics)
+                                physical_spec(spec), txn.instant, metrics=metrics, bucket_shuffle=shuffle)
         facts = observation.get
         if int(facts["null_versions"]):
             raise LakeSchemaError(f"{facts['null_versions']} row(s) have no version (NULL in {column!r}); nothing "

@@ -1,7 +1,7 @@
 """Upsert versions: each version is applied once.
 
 An upsert's entry records its `versions` (sorted), the value columns it set (`columns`) and a
-`fingerprint` of its rows (row count and the sum of a 64-bit hash of each row, order-independent). An
+`fingerprint` of its rows (row count, and order-independent sums and the XOR of a 64-bit hash of each row). An
 upsert whose versions meet a live upsert's:
 
 - with the same versions, columns and fingerprint: it is that upsert again (an Airflow retry, a re-run of
@@ -74,15 +74,20 @@ def applied(table: LakeTable) -> dict[int, Applied]:
 
 def fingerprint_aggregates(columns: Sequence[str], version: Column) -> list[Column]:
     """Aggregates for `DataFrame.observe`: rows, rows without a version, the distinct versions (up to a
-    cap), and the order-independent hash sum of (columns, version)."""
+    cap), and order-independent sums of a 64-bit hash of (columns, version) — its two 32-bit halves summed
+    as bigints (exact up to 2**31 rows), and XORed."""
     from pyspark.sql import functions as F
 
-    row_hash = F.xxhash64(*[F.col(f"`{c}`") for c in columns], version).cast("decimal(38,0)")
+    row_hash = F.xxhash64(*[F.col(f"`{c}`") for c in columns], version)
+    low = F.sum(row_hash.bitwiseAND(F.lit(0xFFFFFFFF)))
+    high = F.sum(F.shiftrightunsigned(row_hash, 32))
     return [F.count(F.lit(1)).alias("rows"), F.count_if(version.isNull()).alias("null_versions"),
             F.slice(F.array_sort(F.collect_set(version)), 1, MAX_VERSIONS_PER_UPSERT + 1).alias("versions"),
-            F.coalesce(F.sum(row_hash), F.lit(0).cast("decimal(38,0)")).alias("hash")]
+            F.coalesce(low, F.lit(0)).alias("low"), F.coalesce(high, F.lit(0)).alias("high"),
+            F.coalesce(F.bit_xor(row_hash), F.lit(0)).alias("xor")]
 
 
 def fingerprint(observed: Mapping[str, Any]) -> str:
     """The text kept in the entry."""
-    return f"{int(observed['rows'])}:{observed['hash']}"
+    parts = (int(observed["rows"]), int(observed["low"]), int(observed["high"]), int(observed["xor"]) & (2**64 - 1))
+    return ":".join(f"{p:x}" for p in parts)

@@ -198,3 +198,15 @@ def test_a_merged_table_registers_for_sql(spark: Any, tmp_path: Path) -> None:
                      version=1)
     table.register(spark, "merged_small")
     assert spark.sql("SELECT k, a, n FROM merged_small").collect() == [(1, "b", 3)]
+
+
+def test_upserts_can_write_their_buckets_without_a_shuffle(spark: Any, batches: list[Path], tmp_path: Path) -> None:
+    spread, local = bdci_table(tmp_path / "spread"), bdci_table(tmp_path / "local")
+    for version in (0, 1):
+        shuffled = upsert_file(spark, spread, batches, version)
+        kept = upsert_file(spark, local, batches, version, shuffle=False)  # each task writes its own buckets
+        assert shuffled.entry.metrics["write_exchanges"] == 1 and kept.entry.metrics["write_exchanges"] == 0
+        assert {f.bucket for f in kept.entry.added} == set(range(BUCKETS))  # still one bucket per file
+    expected = bdci_expected(batches, [0, 1])
+    check(spark, spread, expected)
+    check(spark, local, expected)
