@@ -288,10 +288,6 @@ class TableSpec:
         if self.bucket.partition_counts or self.bucket.from_partition is not None:
             raise LakeSpecError("bucket", "a primary-key table has one bucket count in every partition.",
                                 "Drop `partition_counts` and `from_partition`.")
-        outside = [c for c in self.partition_columns if c not in self.primary_key]
-        if outside:
-            raise LakeSpecError("primary_key", f"partition column {outside[0]!r} is not part of the key: a key's "
-                                "rows must all be in one partition.", "Add the partition columns to the key.")
         for name in self.primary_key:
             type_name = self.column(name).type
             if type_name.startswith(("array", "map", "struct")) or type_name in ("binary", "float", "double"):

@@ -8,9 +8,10 @@ from typing import Any, ClassVar
 from airflow.sdk import Context
 
 from airflow_lake.operators.base import LakeOperator
+from airflow_lake.operators.source import SourceMixin
 
 
-class VersionedUpsertOperator(LakeOperator):
+class VersionedUpsertOperator(SourceMixin, LakeOperator):
     """Upsert into a primary-key table with the `versioned_upsert` operation; returns its metrics (rows,
     versions, files_added, already_committed, ...).
 
@@ -24,38 +25,26 @@ class VersionedUpsertOperator(LakeOperator):
     """
 
     operation: ClassVar[str] = "versioned_upsert"
-    template_fields: Sequence[str] = (*LakeOperator.template_fields, "source_path", "source_options", "query",
-                                      "tables", "version", "version_column")
-    template_fields_renderers: ClassVar[dict[str, str]] = {
-        **LakeOperator.template_fields_renderers, "query": "sql", "tables": "json",
-    }
+    template_fields: Sequence[str] = (*LakeOperator.template_fields, *SourceMixin.source_fields, "version",
+                                      "version_column")
+    template_fields_renderers: ClassVar[dict[str, str]] = {**LakeOperator.template_fields_renderers,
+                                                           **SourceMixin.source_renderers}
 
     def __init__(self, *, source_path: str | None = None, source_format: str = "parquet",
                  source_options: Mapping[str, str] | None = None, query: str | None = None,
                  tables: Mapping[str, Any] | None = None, version: int | str | None = None,
                  version_column: str | None = None, replace_version: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if (source_path is None) == (query is None):
-            raise ValueError(f"give exactly one of source_path and query (got source_path={source_path!r}, "
-                             f"query={query!r})")
+        self.init_source(source_path, source_format, source_options, query, tables)
         if version is not None and version_column is not None:
             raise ValueError("give version or version_column, not both")
-        self.source_path = source_path
-        self.source_format = source_format
-        self.source_options = dict(source_options or {})
-        self.query = query
-        self.tables = dict(tables or {})
         self.version = version
         self.version_column = version_column
         self.replace_version = replace_version
 
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The versioned_upsert spec."""
-        if self.query is not None:
-            source: dict[str, Any] = {"query": self.query, "tables": self.tables}
-        else:
-            source = {"path": self.source_path, "format": self.source_format, "options": self.source_options}
-        spec: dict[str, Any] = {"source": source, "replace_version": self.replace_version}
+        spec: dict[str, Any] = {"source": self.source_spec(), "replace_version": self.replace_version}
         if self.version not in (None, ""):
             spec["version"] = self.version
         if self.version_column:

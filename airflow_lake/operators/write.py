@@ -8,9 +8,10 @@ from typing import Any, ClassVar
 from airflow.sdk import Context
 
 from airflow_lake.operators.base import LakeOperator
+from airflow_lake.operators.source import SourceMixin
 
 
-class LakeWriteOperator(LakeOperator):
+class LakeWriteOperator(SourceMixin, LakeOperator):
     """Write to a lake table with the `write` operation; returns its metrics (rows_added, files_added, ...).
 
     Give either `source_path` (+ `source_format`, `source_options`) or `query` (+ `tables`, a mapping of
@@ -22,10 +23,10 @@ class LakeWriteOperator(LakeOperator):
     """
 
     operation: ClassVar[str] = "write"
-    template_fields: Sequence[str] = (*LakeOperator.template_fields, "source_path", "source_options", "query",
-                                      "tables", "mode", "partitions")
+    template_fields: Sequence[str] = (*LakeOperator.template_fields, *SourceMixin.source_fields, "mode",
+                                      "partitions")
     template_fields_renderers: ClassVar[dict[str, str]] = {
-        **LakeOperator.template_fields_renderers, "query": "sql", "tables": "json", "partitions": "json",
+        **LakeOperator.template_fields_renderers, **SourceMixin.source_renderers, "partitions": "json",
     }
 
     def __init__(self, *, source_path: str | None = None, source_format: str = "parquet",
@@ -33,24 +34,13 @@ class LakeWriteOperator(LakeOperator):
                  tables: Mapping[str, Any] | None = None, mode: str = "append",
                  partitions: Sequence[Mapping[str, Any]] | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if (source_path is None) == (query is None):
-            raise ValueError(f"give exactly one of source_path and query (got source_path={source_path!r}, "
-                             f"query={query!r})")
-        self.source_path = source_path
-        self.source_format = source_format
-        self.source_options = dict(source_options or {})
-        self.query = query
-        self.tables = dict(tables or {})
+        self.init_source(source_path, source_format, source_options, query, tables)
         self.mode = mode
         self.partitions = partitions
 
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The write spec."""
-        if self.query is not None:
-            source: dict[str, Any] = {"query": self.query, "tables": self.tables}
-        else:
-            source = {"path": self.source_path, "format": self.source_format, "options": self.source_options}
-        spec: dict[str, Any] = {"source": source, "mode": self.mode}
+        spec: dict[str, Any] = {"source": self.source_spec(), "mode": self.mode}
         if self.partitions not in (None, "", []):
             spec["partitions"] = self.partitions
         return spec

@@ -39,13 +39,14 @@ def raw_scan(table: LakeTable, snapshot: Snapshot, files: Sequence[Any] | None =
 
 
 def merged(spark: SparkSession, scan: Scan, spec: TableSpec, *, keep_stamps: bool = False) -> DataFrame:
-    """The rows of `scan` (from `raw_scan`) merged per key of the table `spec` (its partition columns are key
-    columns): the key and value columns, and with `keep_stamps` the stamps a base file holds."""
+    """The rows of `scan` (from `raw_scan`) merged per partition and key of the table `spec` (a key is unique
+    within a partition): the key and value columns, and with `keep_stamps` the stamps a base file holds."""
     from pyspark.sql import functions as F
 
     from airflow_lake.lake.buckets.catalog import scan_df
 
-    return scan_df(spark, scan).groupBy(*[F.col(f"`{k}`") for k in spec.primary_key]).agg(
+    keys = [*spec.partition_columns, *[k for k in spec.primary_key if k not in spec.partition_columns]]
+    return scan_df(spark, scan).groupBy(*[F.col(f"`{k}`") for k in keys]).agg(
         *merge_aggregates(spec, keep_stamps=keep_stamps))
 
 

@@ -37,8 +37,8 @@ def qualified_of(column: str) -> str:
 
 
 def value_columns(spec: TableSpec) -> list[str]:
-    """The columns merged (not key columns)."""
-    return [c for c in spec.column_names if c not in spec.primary_key]
+    """The columns merged: neither key nor partition columns (a key is unique within a partition)."""
+    return [c for c in spec.column_names if c not in spec.primary_key and c not in spec.partition_columns]
 
 
 def operator_of(spec: TableSpec, column: str) -> merge_ops.MergeOperator:
@@ -48,7 +48,8 @@ def operator_of(spec: TableSpec, column: str) -> merge_ops.MergeOperator:
 def physical_spec(spec: TableSpec) -> TableSpec:
     """The spec of the files: the table's columns (key columns NOT NULL), then the stamps. It keeps the
     buckets and partitions, so the writer and the bucketed reads handle it as any table."""
-    columns = [dataclasses.replace(c, nullable=False) if c.name in spec.primary_key else c for c in spec.columns]
+    columns = [dataclasses.replace(c, nullable=False) if c.name in spec.primary_key and c.name not in
+               spec.partition_columns else c for c in spec.columns]
     for name in value_columns(spec):
         op = operator_of(spec, name)
         if op.stamped:
@@ -69,9 +70,9 @@ def delta_rows(df: DataFrame, spec: TableSpec, present: Collection[str], version
     stamps: list[Column] = []
     for col in spec.columns:
         name = col.name
-        given = name in present or name in spec.primary_key
+        given = name in present or name in spec.primary_key or name in spec.partition_columns
         out.append(F.col(f"`{name}`") if given else F.lit(None).cast(col.type).alias(name))
-        if name in spec.primary_key:
+        if name in spec.primary_key or name in spec.partition_columns:
             continue
         op = operator_of(spec, name)
         if not op.stamped:

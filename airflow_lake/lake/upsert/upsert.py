@@ -78,7 +78,7 @@ def versioned_upsert(table: LakeTable, df: DataFrame, *, version: Any = None, ve
     try:
         observation = Observation(f"upsert_{txn.instant}")
         observed = conformed.observe(observation, *versions_module.fingerprint_aggregates(
-            [*spec.primary_key, *present], version_expr))
+            list(dict.fromkeys([*spec.primary_key, *spec.partition_columns, *present])), version_expr))
         metrics: dict[str, Any] = {}
         files = write_dataframe(delta_rows(observed, spec, present, version_expr), table.storage,
                                 physical_spec(spec), txn.instant, metrics=metrics, bucket_shuffle=shuffle)
@@ -127,17 +127,18 @@ def _conform(df: DataFrame, spec: TableSpec, version_column: str | None, fixed: 
         if type_name not in ("tinyint", "smallint", "int", "bigint"):
             raise LakeSchemaError(f"version column {version_source!r} is {type_name}; versions are whole numbers. "
                                   f"Fix: CAST it AS BIGINT in the query, or give `version`.")
-    missing_keys = [k for k in spec.primary_key if k.lower() not in names]
+    keys = [*spec.primary_key, *[c for c in spec.partition_columns if c not in spec.primary_key]]
+    missing_keys = [k for k in keys if k.lower() not in names]
     if missing_keys:
         raise LakeSchemaError(f"the source lacks key column(s) {missing_keys}; nothing was written. Fix: select them "
-                              f"(the key is {list(spec.primary_key)}).")
+                              f"(rows are merged by {keys}: the key and the partition columns).")
     table_names = {c.lower() for c in spec.column_names}
     extra = [n for low, n in names.items() if low not in table_names and n != version_source]
     if extra:
         raise LakeSchemaError(f"the source has column(s) {extra} that the table does not; nothing was written. Fix: "
                               f"drop them from the query. The table's columns are {spec.column_names}.")
     present = [c for c in value_columns(spec) if c.lower() in names]
-    columns = [spec.column(c) for c in spec.column_names if c in spec.primary_key or c in present]
+    columns = [spec.column(c) for c in spec.column_names if c in keys or c in present]
     source = df
     if version_source is not None:
         source = source.withColumn(VERSION_ALIAS, F.col(f"`{version_source}`").cast("bigint"))

@@ -167,9 +167,6 @@ def test_bad_input_fails_before_anything_is_committed(spark: Any, tmp_path: Path
         small_table(tmp_path / "w", null_values={"a": ["null"]})
     with pytest.raises(LakeSpecError, match="needs buckets on its key"):
         LakeTable.create(str(tmp_path / "x"), {"schema": "k BIGINT, a STRING", "primary_key": ["k"]})
-    with pytest.raises(LakeSpecError, match="partition column 'dt' is not part of the key"):
-        LakeTable.create(str(tmp_path / "y"), {"schema": "k BIGINT, a STRING, dt STRING", "primary_key": ["k"],
-                                               "partition_by": ["dt"], "bucket": {"columns": ["k"], "count": 2}})
     with pytest.raises(LakeSpecError, match="Use versioned_upsert"):
         table.write(spark.createDataFrame([(3, "c", 1, 1, 1, "x", 1)], SMALL))
     with pytest.raises(LakeSpecError, match="Read it with `read"):
@@ -190,6 +187,23 @@ def test_time_travel_key_filters_prune_buckets_and_value_filters_apply_after_the
     assert point.toPandas()[["k", "a", "n"]].values.tolist() == [[3, "new", 6]]
     stale = read(spark, table, filters=[("a", "=", "old")])  # key 3's old value must not show
     assert sorted(stale["k"]) == list(range(10, 20))
+
+
+def test_partitioned_tables_merge_a_key_per_partition(spark: Any, tmp_path: Path) -> None:
+    table = LakeTable.create(str(tmp_path / "t"), {
+        "schema": "k BIGINT NOT NULL, n BIGINT, a STRING, dt STRING", "primary_key": ["k"], "partition_by": ["dt"],
+        "bucket": {"columns": ["k"], "count": 2}, "merge_operators": {"n": "sum"}})
+    schema = "k BIGINT, n BIGINT, a STRING, dt STRING"
+    versioned_upsert(table, spark.createDataFrame([(1, 1, "x", "d1"), (1, 2, "y", "d2")], schema), version=2)
+    versioned_upsert(table, spark.createDataFrame([(1, 10, "old", "d1"), (2, 5, "z", "d2")], schema), version=1)
+    assert sorted(tuple(r) for r in table.read(spark).collect()) == [(1, 2, "y", "d2"), (1, 11, "x", "d1"),
+                                                                     (2, 5, "z", "d2")]
+    assert [tuple(r) for r in table.read(spark, filters=[("dt", "=", "d1")]).collect()] == [(1, 11, "x", "d1")]
+    with pytest.raises(LakeSchemaError, match=r"lacks key column\(s\) \['dt'\]"):
+        versioned_upsert(table, spark.createDataFrame([(3, 1)], "k BIGINT, n BIGINT"), version=3)
+    compact(table, spark)
+    assert sorted(tuple(r) for r in table.read(spark).collect()) == [(1, 2, "y", "d2"), (1, 11, "x", "d1"),
+                                                                     (2, 5, "z", "d2")]
 
 
 def test_a_merged_table_registers_for_sql(spark: Any, tmp_path: Path) -> None:
