@@ -146,6 +146,7 @@ def test_constructor_validates_too() -> None:
 
 def test_valid_spec_lookups_and_defaults() -> None:
     spec = TableSpec.from_dict({"schema": BASE, "partition_by": "dt", "primary_key": "id",
+                                "bucket": {"columns": ["id"], "count": 4},
                                 "properties": {"checkpoint.interval": 5, "user.custom.key": "x"}})
     assert spec.column_names == ["id", "name", "amount", "v", "dt"]
     assert spec.data_columns == ["id", "name", "amount", "v"]
