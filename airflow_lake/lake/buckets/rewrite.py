@@ -128,6 +128,10 @@ def bucket_rewrite(table: LakeTable, spark: SparkSession, *, partitions: Any = N
         if prior is not None:
             return prior
     spec = table.spec
+    if spec.primary_key:
+        raise LakeSpecError("table", f"{table.url!r} has a primary key: its files hold upserts that must be merged, "
+                            "and its bucket count is part of its key layout.",
+                            "Compact it instead (`compact`); to change its buckets, upsert into a new table.")
     selection = PartitionSelection.parse(partitions, spec)
     target = new_spec(spec, bucket, selection)
     _choose(selection, spec, target, table.snapshot().files)  # refuse bad input before an instant starts

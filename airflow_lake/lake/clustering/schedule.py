@@ -16,7 +16,7 @@ from airflow_lake.lake.clustering.layout import Layout
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, SCHEDULE_OPERATION, ClusteringPlan
 from airflow_lake.lake.clustering.strategy import PlanStrategy
 from airflow_lake.lake.clustering.timeline import commits_since, pending_plans, planned_files
-from airflow_lake.lake.errors import LakeCommitConflict
+from airflow_lake.lake.errors import LakeCommitConflict, LakeSpecError
 from airflow_lake.lake.files import DataFile
 
 if TYPE_CHECKING:
@@ -54,6 +54,9 @@ def schedule_clustering(table: LakeTable, strategy: PlanStrategy, layout: Layout
     """Plan a clustering if at least `min_commits` commits completed since the last one; the plan's files
     are small files of the chosen partitions not under another pending plan. A retry with the same
     `request_id` returns the plan its first try stored."""
+    if table.spec.primary_key:
+        raise LakeSpecError("table", f"{table.url!r} has a primary key: its files hold upserts that clustering would "
+                            "not merge.", "Compact it (`compact`: one file per bucket, sorted by the key).")
     if request_id:
         for pending in pending_plans(table):
             if pending.request_id == request_id:

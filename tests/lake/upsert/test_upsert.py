@@ -11,6 +11,8 @@ import pandas as pd
 import pytest
 
 from airflow_lake.datagen import bdci
+from airflow_lake.jobs import run
+from airflow_lake.lake.buckets.rewrite import bucket_rewrite
 from airflow_lake.lake.errors import LakeSchemaError, LakeSpecError
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.upsert.compact import compact
@@ -171,6 +173,10 @@ def test_bad_input_fails_before_anything_is_committed(spark: Any, tmp_path: Path
         table.write(spark.createDataFrame([(3, "c", 1, 1, 1, "x", 1)], SMALL))
     with pytest.raises(LakeSpecError, match="Read it with `read"):
         table.to_arrow()
+    with pytest.raises(LakeSpecError, match="Compact it instead"):
+        bucket_rewrite(table, spark, partitions="all", bucket={"columns": ["k"], "count": 4})
+    with pytest.raises(LakeSpecError, match="clustering would not merge"):
+        run(None, "schedule_clustering", {"table": table.url, "min_commits": 1})
 
 
 def test_time_travel_key_filters_prune_buckets_and_value_filters_apply_after_the_merge(
