@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -147,6 +148,9 @@ def render_show(data: Mapping[str, Any]) -> str:
         ["primary_key", fmt_list(spec["primary_key"])],
         ["version_column", spec["version_column"] or "-"],
         ["merge_operators", fmt_list(merge)],
+        *([["null_values", fmt_list([f"{c}={json.dumps(v, separators=(',', ':'))}"
+                                     for c, v in sorted(spec["null_values"].items())])]]
+          if spec.get("null_values") else []),
         ["files", fmt_count(totals["files"])],
         ["rows", fmt_count(totals["rows"])],
         ["size", f"{fmt_bytes(totals['bytes'])} ({fmt_count(totals['bytes'])} bytes)"],

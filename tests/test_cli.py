@@ -407,3 +407,12 @@ def test_plans_lists_pending_clustering_plans(tmp_path: Path, capsys: pytest.Cap
     (item,) = data["plans"]
     assert item["id"] == plan["plan_id"] and item["input_files"] == 8 and item["attempts"] == []
     assert sorted(g["partition"]["dt"] for g in item["groups_detail"]) == ["a", "b"]
+
+
+def test_show_lists_null_values_of_a_primary_key_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lake = LakeTable.create(str(tmp_path / "users"), {
+        "schema": "k BIGINT NOT NULL, name STRING", "primary_key": ["k"], "bucket": {"columns": ["k"], "count": 4},
+        "merge_operators": {"name": "last_non_null"}, "null_values": {"name": ["null", "N/A"]}})
+    _, out, _ = run(capsys, "show", lake.url)
+    assert row(out, "merge_operators") == ["merge_operators", "name=last_non_null"]
+    assert row(out, "null_values") == ["null_values", 'name=["null","N/A"]']
