@@ -12,6 +12,9 @@ SparkSession; each measured run starts from a fresh, empty lake table (16 bucket
               summed, `name` kept when the new one is "null", other columns replaced). Delta's MERGE refuses
               duplicate source keys, so each batch is first combined per uuid with pandas (timed apart). At
               every `--scales` factor of `--rows`, to show how both grow.
+(a') submit   with `--submit N`: the same 11 upserts as Airflow tasks run them — one `spark-submit` of the
+              `versioned_upsert` job per batch (what `VersionedUpsertOperator` does; local[2] each) — N at once
+              vs one after the other (at the first scale only).
 (c) read      ours: `LakeTable.read` (merge per key over the bucketed files, no Exchange) written to Parquet;
               baseline: plain Spark over the same 11 source files — union with the version and
               `_metadata.row_index`, group by uuid with max_by / sum, written to Parquet.
@@ -81,6 +84,25 @@ def digest(spark: Any, parquet_dir: Path) -> tuple[int, int]:
     return int(row[0]), int(row[1] or 0)
 
 
+def submit_all(path: Path, files: list[Path], order: list[int], at_once: int) -> None:
+    """Each upsert as its own spark-submit of the job runner, `at_once` running at a time."""
+    import json
+    import subprocess
+
+    from airflow_lake.jobs import ENTRY_POINT
+
+    LakeTable.create(str(path), bdci.table_spec(16))
+    submit = str(Path(sys.executable).with_name("spark-submit"))
+
+    def one(version: int) -> None:
+        spec = {"table": str(path), "source": {"path": str(files[version])}, "version": version}
+        subprocess.run([submit, "--master", "local[2]", "--conf", "spark.ui.enabled=false", ENTRY_POINT,
+                        "versioned_upsert", "--spec", json.dumps(spec)], check=True, capture_output=True)
+
+    with ThreadPoolExecutor(at_once) as pool:
+        list(pool.map(one, order))
+
+
 def spark_baseline(spark: Any, files: list[Path], out: Path) -> None:
     """Plain Spark: union of the files with version and row index, merged per uuid, written."""
     from functools import reduce
@@ -136,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=11, help="parallel upserts at once (default: all 11)")
     parser.add_argument("--scales", default="0.25,1", help="factors of --rows for (b)'s growth, e.g. 0.25,1")
     parser.add_argument("--skip-delta", action="store_true")
+    parser.add_argument("--submit", type=int, default=0, metavar="N",
+                        help="also time the upserts as spark-submits, N at once vs in sequence (first scale)")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "lake-bench-upsert"))
     parser.add_argument("--out", default=None, help="also write the markdown report here")
     args = parser.parse_args(argv)
@@ -184,6 +208,20 @@ def main(argv: list[str] | None = None) -> int:
                          f"spark baseline {base:.2f} s" + ("" if args.skip_delta else
                                                          f", delta-rs {delta:.2f} s (+ combine {comb:.2f} s)"))
                 shutil.rmtree(run_dir, ignore_errors=True)
+            submits: dict[str, list[float]] = {"one": [], "many": []}
+            if args.submit and scale == scales[0]:
+                for rnd in range(args.rounds):
+                    run_dir = work / f"submit-{rows}-r{rnd}"
+                    one, _ = timed(partial(submit_all, run_dir / "one", files, order, 1))
+                    many, _ = timed(partial(submit_all, run_dir / "many", files, order, args.submit))
+                    submits["one"].append(one)
+                    submits["many"].append(many)
+                    for name in ("one", "many"):
+                        LakeTable.open(str(run_dir / name)).read(spark).write.parquet(str(run_dir / f"{name}.parquet"))
+                        digests.add(digest(spark, run_dir / f"{name}.parquet"))
+                    progress(f"  spark-submit round {rnd + 1}: one at a time {one:.2f} s, {args.submit} at once "
+                             f"{many:.2f} s")
+                    shutil.rmtree(run_dir, ignore_errors=True)
             if len(digests) != 1:
                 raise SystemExit(f"results differ between the ways: {digests}")
             m = {k: median(v) for k, v in results.items() if v}
@@ -194,6 +232,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"| (a) 11 upserts, sequential | {m['seq']:.2f} | {_runs(results['seq'])} | 1.00 | |",
                       f"| (a) 11 upserts, {args.threads} at once | {m['par']:.2f} | {_runs(results['par'])} | "
                       f"{ratio(m['par'], m['seq']):.2f} of sequential | <= 0.7 |",
+                      *([f"| (a') 11 upserts as spark-submits, one at a time | {median(submits['one']):.2f} | "
+                         f"{_runs(submits['one'])} | 1.00 | |",
+                         f"| (a') 11 upserts as spark-submits, {args.submit} at once | {median(submits['many']):.2f} | "
+                         f"{_runs(submits['many'])} | {ratio(median(submits['many']), median(submits['one'])):.2f} "
+                         "of one at a time | <= 0.7 |"] if submits["one"] else []),
                       f"| (c) merged read -> Parquet | {m['read']:.2f} | {_runs(results['read'])} | "
                       f"{ratio(m['read'], m['base']):.2f} of the Spark union + group-by | |",
                       f"| (c) Spark union + group-by -> Parquet | {m['base']:.2f} | {_runs(results['base'])} "
