@@ -102,6 +102,7 @@ def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, 
     """
     from airflow_lake.lake.buckets.catalog import register
     from airflow_lake.lake.table import LakeTable
+    from airflow_lake.lake.upsert.merge_read import raw_scan
 
     if source.path is not None:
         refuse_lake_table_path(source.path)
@@ -109,10 +110,12 @@ def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, 
     reads: dict[str, list[str]] = {}
     for ref in source.tables:
         table = LakeTable.open(ref.path)
-        scan = table.scan(filters=ref.filters or None, as_of=ref.as_of)
-        if table.spec.primary_key:  # merged per key, as any read of a primary-key table
+        if table.spec.primary_key:  # merged per key, as any read of a primary-key table; only key filters
+            # decide which files are read (a stale value must not hide a key's newer one)
+            scan = raw_scan(table, table.snapshot(ref.as_of), filters=ref.filters or None)
             table.register(spark, ref.name, as_of=ref.as_of, filters=ref.filters or None)
         else:
+            scan = table.scan(filters=ref.filters or None, as_of=ref.as_of)
             register(spark, scan, ref.name)  # bucketed where the table is
         reads.setdefault(table.url, []).extend(f.path for f in scan.files)
         log.info("query table %s (%s): %d of %d file(s) read, %d skipped by their stats", ref.name, table.url,
