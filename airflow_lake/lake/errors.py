@@ -49,3 +49,19 @@ class LakeSnapshotNotFound(LakeError, LookupError):
 class LakePlanAborted(LakeError):
     """A clustering plan cannot run any more (its input files were replaced, or it was rolled back); it was
     rolled back and nothing of it was committed. Schedule a new plan: the files are planned again."""
+
+
+class LakeShuffleError(LakeError):
+    """A write that must stay shuffle-free (`max_exchanges`) would shuffle; raised before anything is written."""
+
+    def __init__(self, query: int, write: int, allowed: int, plan: str) -> None:
+        self.query_exchanges = query
+        self.write_exchanges = write
+        self.allowed = allowed
+        exchanges = [line.strip(" :+-*") for line in plan.splitlines()
+                     if "Exchange" in line and "BroadcastExchange" not in line and "ReusedExchange" not in line]
+        super().__init__(
+            f"the plan has {query + write} shuffle Exchange(s) ({query} in the query, {write} added by the write), "
+            f"more than max_exchanges={allowed}: {' | '.join(exchanges)[:1500]}. Fix: read the inputs as "
+            "bucketed lake tables with the same bucket columns (or counts that are multiples of each other) and "
+            "join / group by those columns, write into a table bucketed the same way, or raise max_exchanges.")

@@ -41,9 +41,13 @@ def normalize_partitions(spec: TableSpec, partitions: Partitions, field: str = "
 
 def write(table: LakeTable, df: DataFrame, *, mode: str = "append", partitions: Partitions = None,
           request_id: str | None = None, reads: Iterable[str] = (),
-          metadata: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None) -> LogEntry:
+          metadata: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
+          max_exchanges: int | None = None) -> LogEntry:
     """Append `df`, or overwrite the table / the given partitions / ('dynamic') the partitions in `df`;
     `metrics` are added to the commit's.
+
+    `max_exchanges`: fail (`LakeShuffleError`, before writing) if the query's plan and the write together
+    need more shuffle Exchanges — for steps that must stay shuffle-free (bucketed reads into bucketed writes).
 
     With a `request_id` already committed, returns that entry and writes nothing (idempotent retries).
     Schema and partition errors are raised before any instant starts.
@@ -75,7 +79,7 @@ def write(table: LakeTable, df: DataFrame, *, mode: str = "append", partitions: 
         allowed = parts if isinstance(parts, list) else None
         metrics_out: dict[str, Any] = dict(metrics or {})
         files = write_dataframe(conformed, table.storage, spec, txn.instant, allowed_partitions=allowed,
-                                metrics=metrics_out)
+                                metrics=metrics_out, max_exchanges=max_exchanges)
         base = txn.base_files
         if mode == "append":
             return txn.commit(added=files, reads=reads, metrics=metrics_out)

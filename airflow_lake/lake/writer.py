@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake import faults, instants
 from airflow_lake.lake.buckets.assign import assign_buckets, varying_counts
-from airflow_lake.lake.errors import LakeError, LakeSchemaError
+from airflow_lake.lake.errors import LakeError, LakeSchemaError, LakeShuffleError
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.footers import read_footers
 from airflow_lake.lake.partitions import check_partition_value, parse_partition_dir, partition_dir
@@ -53,7 +53,8 @@ _DATA_ERROR_TEXT = re.compile(DATA_ERROR + r": ([^\n]*?)(?:\s*SQLSTATE|\n|$)")
 def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: str, *,
                     allowed_partitions: Sequence[Mapping[str, str | None]] | None = None,
                     metrics: dict[str, Any] | None = None, sort_within: Sequence[str] | None = None,
-                    drop_columns: Sequence[str] = (), bucket_shuffle: bool = True) -> list[DataFile]:
+                    drop_columns: Sequence[str] = (), bucket_shuffle: bool = True,
+                    max_exchanges: int | None = None) -> list[DataFile]:
     """Write `df` (already conformed to `spec`) as files of `instant`; return them with their stats.
 
     A bucketed table's rows go to the bucketing of their partition (`buckets.assign.bucket_count`, decided in
@@ -63,7 +64,8 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     `sort_within` orders the rows of each task (each file) — within a bucket instead of the bucket sort
     columns — (clustering's keys); `drop_columns` are helper columns dropped once the rows are in order.
     `bucket_shuffle=False` writes each task's rows as one file per bucket it holds, without an Exchange
-    (`buckets.assign.assign_buckets`).
+    (`buckets.assign.assign_buckets`). With `max_exchanges`, more shuffles than that (query + write) raise
+    `LakeShuffleError` before anything is written.
 
     Raises `LakeSchemaError` / `LakeSpecError` for data the table refuses; nothing is placed then.
     """
@@ -72,7 +74,7 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     stage = f"{instants.staging_dir(instant)}/{write_id}"
     with session_conf(df.sparkSession, WRITE_CONF):  # (plans below are made with these settings too)
         df = _refuse_bad_partition_strings(df, spec)
-        exchanges_before = shuffles(plan_text(df)) if metrics is not None else 0
+        exchanges_before = shuffles(plan_text(df)) if metrics is not None or max_exchanges is not None else 0
         if spec.bucket is not None:
             df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN, sort_within, shuffle=bucket_shuffle)
             keys += [COUNT_COLUMN, BUCKET_COLUMN] if varying_counts(spec) else [BUCKET_COLUMN]
@@ -81,9 +83,14 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
             df = df.sortWithinPartitions(*[f"`{c}`" for c in [*keys, *sort_within]])
         if drop_columns:
             df = df.drop(*drop_columns)  # (the order they made stays: the write only needs its prefix)
-        if metrics is not None:  # shuffles of the query that made the rows, and shuffles the write added
-            metrics["query_exchanges"] = exchanges_before
-            metrics["write_exchanges"] = shuffles(plan_text(df)) - exchanges_before
+        if metrics is not None or max_exchanges is not None:  # shuffles of the query, and those the write added
+            final_plan = plan_text(df)
+            added = shuffles(final_plan) - exchanges_before
+            if metrics is not None:
+                metrics["query_exchanges"] = exchanges_before
+                metrics["write_exchanges"] = added
+            if max_exchanges is not None and exchanges_before + added > max_exchanges:
+                raise LakeShuffleError(exchanges_before, added, max_exchanges, final_plan)
         faults.reach("before_write")
         writer = df.write.mode("error").format("parquet")  # "errorifexists" is unknown to Spark Connect
         if keys:

@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any, ClassVar
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Asset, BaseOperator, Context
 
+from airflow_lake.assets import event_extra, table_asset, table_uri
 from airflow_lake.hooks.lake import LakeHook
 
 
@@ -18,15 +19,22 @@ class LakeOperator(BaseOperator):
     :param conn_id: Spark connection to submit with.
     :param spark_conf: extra Spark settings (templated).
     :param python: Python for Spark's driver and executors (default: Airflow's own interpreter).
+
+    Operators that commit data (`emits_asset`) list their table's Asset (`airflow_lake.assets.table_asset`)
+    among their outlets, unless the table path is templated or `outlets` is given, and put the commit's
+    metrics into the asset event's extra.
     """
 
     operation: ClassVar[str] = ""
     template_fields: Sequence[str] = ("table", "spark_conf")
     template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
     ui_color = "#cde8f6"
+    emits_asset: ClassVar[bool] = False
 
     def __init__(self, *, table: str, conn_id: str = LakeHook.default_conn_name,
                  spark_conf: Mapping[str, Any] | None = None, python: str | None = None, **kwargs: Any) -> None:
+        if self.emits_asset and "outlets" not in kwargs and isinstance(table, str) and "{{" not in table:
+            kwargs["outlets"] = [table_asset(table)]
         super().__init__(**kwargs)
         self.table = table
         self.conn_id = conn_id
@@ -52,7 +60,17 @@ class LakeOperator(BaseOperator):
         spec = {"table": self.table, **self.build_spec(context), "request_id": self.request_id(context)}
         metrics = self.hook.submit(self.operation, spec)
         self.log.info("%s on %s: %s", self.operation, self.table, json_line(metrics))
+        self.emit_asset_event(context, metrics)
         return metrics
+
+    def emit_asset_event(self, context: Context, metrics: Mapping[str, Any]) -> None:
+        """Put the commit's metrics into the extra of the event of this table's Asset (if it is an outlet)."""
+        if not self.emits_asset:
+            return
+        uri = table_uri(self.table)
+        for outlet in self.outlets:
+            if isinstance(outlet, Asset) and outlet.uri == uri:
+                context["outlet_events"][outlet].extra = event_extra(metrics)
 
     def on_kill(self) -> None:
         """Kill the running spark-submit."""

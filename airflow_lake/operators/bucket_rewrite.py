@@ -23,6 +23,7 @@ class BucketRewriteOperator(LakeOperator):
     """
 
     operation: ClassVar[str] = "bucket_rewrite"
+    emits_asset: ClassVar[bool] = True
     template_fields: Sequence[str] = (*LakeOperator.template_fields, "partitions", "bucket")
     template_fields_renderers: ClassVar[dict[str, str]] = {
         **LakeOperator.template_fields_renderers, "partitions": "json", "bucket": "json",

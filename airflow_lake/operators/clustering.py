@@ -24,6 +24,8 @@ _SCHEDULE_FIELDS = ("min_commits", "partitions", "partition_regex", "filter_mode
                     "skip_from_latest", "begin_partition", "end_partition", "small_file_limit_bytes",
                     "max_bytes_per_group", "target_file_max_bytes", "max_groups", "single_group_clustering",
                     "layout", "sort_columns", "curve", "sample_ranges")
+_NUMBER_FIELDS = ("min_commits", "lookback_partitions", "skip_from_latest", "small_file_limit_bytes",
+                  "max_bytes_per_group", "target_file_max_bytes", "max_groups", "sample_ranges")
 
 
 class ScheduleClusteringOperator(LakeOperator, SkipMixin):
@@ -104,8 +106,8 @@ class ScheduleClusteringOperator(LakeOperator, SkipMixin):
                 value = value.strip().upper()
             if name == "sort_columns" and isinstance(value, str):
                 value = [c.strip() for c in value.split(",") if c.strip()]
-            if name == "min_commits" and isinstance(value, str) and value.strip().isdigit():
-                value = int(value)  # a rendered template is text
+            if name in _NUMBER_FIELDS and isinstance(value, str) and value.strip().isdigit():
+                value = int(value)  # a rendered template ("{{ params.min_commits }}") is text
             spec[name] = value
         if spec.get("filter_mode") == "DAY_ROLLING":
             spec["hour"] = self.run_hour(context)
@@ -146,6 +148,7 @@ class ExecuteClusteringOperator(LakeOperator):
     """
 
     operation: ClassVar[str] = "execute_clustering"
+    emits_asset: ClassVar[bool] = True
     template_fields: Sequence[str] = (*LakeOperator.template_fields, "plan_id", "which")
     ui_color = "#f9cb9c"
 
@@ -190,4 +193,5 @@ class ExecuteClusteringOperator(LakeOperator):
             metrics = {**metrics, "plans_executed": len(plans), "plans": plans,
                        "files_before": sum(p.get("files_before", 0) for p in plans),
                        "files_after": sum(p.get("files_after", 0) for p in plans)}
+            self.emit_asset_event(context, metrics)  # the event tells about every plan run
         return metrics

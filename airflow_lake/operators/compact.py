@@ -20,6 +20,7 @@ class CompactOperator(LakeOperator):
     """
 
     operation: ClassVar[str] = "compact"
+    emits_asset: ClassVar[bool] = True
     template_fields: Sequence[str] = (*LakeOperator.template_fields, "partitions")
     template_fields_renderers: ClassVar[dict[str, str]] = {**LakeOperator.template_fields_renderers,
                                                            "partitions": "json"}

@@ -16,7 +16,8 @@ class LakeCreateTableOperator(LakeOperator):
 
     :param schema: DDL such as "id BIGINT NOT NULL, dt STRING" (or give `columns`).
     :param partition_by: partition columns.
-    :param bucket: {"columns": [...], "count": N, "sort_columns": [...]}.
+    :param bucket: {"columns": [...], "count": N, "sort_columns": [...]} (templated; a count such as
+        ``"{{ params.buckets }}"`` is read as a number).
     :param primary_key: key columns of a primary-key table (upserted with `VersionedUpsertOperator`); it needs
         `bucket` on the key. `merge_operators` ({column: "sum"}, default "last"), `null_values` ({column:
         ["null"]} for `last_non_null`) and `version_column` complete it.
@@ -51,6 +52,9 @@ class LakeCreateTableOperator(LakeOperator):
             "merge_operators": self.merge_operators, "properties": self.properties,
             "null_values": self.null_values, "if_exists": self.if_exists,
         }
+        if isinstance(self.bucket, Mapping):  # a templated count ("{{ params.buckets }}") renders as text
+            fields["bucket"] = {k: int(v) if k == "count" and isinstance(v, str) and v.strip().isdigit() else v
+                                for k, v in self.bucket.items()}
         return {k: v for k, v in fields.items() if v not in (None, [], {})}
 
 

@@ -25,6 +25,7 @@ class VersionedUpsertOperator(SourceMixin, LakeOperator):
     """
 
     operation: ClassVar[str] = "versioned_upsert"
+    emits_asset: ClassVar[bool] = True
     template_fields: Sequence[str] = (*LakeOperator.template_fields, *SourceMixin.source_fields, "version",
                                       "version_column")
     template_fields_renderers: ClassVar[dict[str, str]] = {**LakeOperator.template_fields_renderers,

@@ -23,6 +23,7 @@ class LakeWriteOperator(SourceMixin, LakeOperator):
     """
 
     operation: ClassVar[str] = "write"
+    emits_asset: ClassVar[bool] = True
     template_fields: Sequence[str] = (*LakeOperator.template_fields, *SourceMixin.source_fields, "mode",
                                       "partitions")
     template_fields_renderers: ClassVar[dict[str, str]] = {
@@ -32,15 +33,22 @@ class LakeWriteOperator(SourceMixin, LakeOperator):
     def __init__(self, *, source_path: str | None = None, source_format: str = "parquet",
                  source_options: Mapping[str, str] | None = None, query: str | None = None,
                  tables: Mapping[str, Any] | None = None, mode: str = "append",
-                 partitions: Sequence[Mapping[str, Any]] | str | None = None, **kwargs: Any) -> None:
+                 partitions: Sequence[Mapping[str, Any]] | str | None = None, max_exchanges: int | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.init_source(source_path, source_format, source_options, query, tables)
         self.mode = mode
         self.partitions = partitions
+        if max_exchanges is not None and (isinstance(max_exchanges, bool) or not isinstance(max_exchanges, int)
+                                          or max_exchanges < 0):
+            raise ValueError(f"max_exchanges must be a whole number >= 0, got {max_exchanges!r}")
+        self.max_exchanges = max_exchanges
 
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The write spec."""
         spec: dict[str, Any] = {"source": self.source_spec(), "mode": self.mode}
         if self.partitions not in (None, "", []):
             spec["partitions"] = self.partitions
+        if self.max_exchanges is not None:
+            spec["max_exchanges"] = self.max_exchanges
         return spec

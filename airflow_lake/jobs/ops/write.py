@@ -25,6 +25,7 @@ class WriteSpec:
     mode: str
     partitions: list[Mapping[str, Any]] | str | None
     request_id: str | None
+    max_exchanges: int | None = None
 
 
 def parse(raw: Mapping[str, Any]) -> WriteSpec:
@@ -43,8 +44,12 @@ def parse(raw: Mapping[str, Any]) -> WriteSpec:
         raise LakeSpecError("partitions", f"{partitions!r} is not allowed.",
                             "Give a list of partitions or 'dynamic'.")
     request_id = reader.string("request_id")
+    limit = reader.number("max_exchanges")
+    if limit is not None and limit != int(limit):
+        raise LakeSpecError("max_exchanges", f"{limit!r} is not a whole number.", "Give 0 for a shuffle-free step.")
+    max_exchanges = None if limit is None else int(limit)
     reader.done()
-    return WriteSpec(table, source, mode, partitions, request_id)
+    return WriteSpec(table, source, mode, partitions, request_id, max_exchanges)
 
 
 def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
@@ -59,7 +64,8 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     try:
         entry = lake_write.write(table, df, mode=spec.mode, partitions=spec.partitions, request_id=spec.request_id,
                                  reads=reads.get(table.url, ()), metadata={"source": spec.source.describe()},
-                                 metrics={"source_scans": scans} if scans else None)
+                                 metrics={"source_scans": scans} if scans else None,
+                                 max_exchanges=spec.max_exchanges)
     except Exception as err:  # a source file Spark refused mid-write, as a clear error
         clear = source_error(err)
         if clear is None:

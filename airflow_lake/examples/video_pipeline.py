@@ -1,0 +1,110 @@
+"""The lake tables of the example short-video pipeline (`lake_ods_to_dm`, `lake_maintenance`): their paths,
+their layouts and the Spark SQL that builds each layer. Shared by both DAGs (and their tests); no Airflow import.
+
+Every layer from DWD on is bucketed by `work_id` (seed 004): the bucket counts are powers of two — `B` from
+the `buckets` Param, `2B` for the biggest fact table — so joins and group-bys on `work_id` read matching
+buckets and need no shuffle (Spark coalesces 2B buckets to B when they meet in a join).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from typing import Any
+
+from airflow_lake.datagen import video
+
+LAKE_ROOT = os.environ.get("AIRFLOW_LAKE_ROOT", "/tmp/airflow-lake/lake")
+LANDING = os.environ.get("AIRFLOW_LAKE_LANDING", "/tmp/airflow-lake/landing")
+
+ODS_EVENTS = f"{LAKE_ROOT}/ods_events"
+ODS_WORKS = f"{LAKE_ROOT}/ods_works"
+ODS_USERS = f"{LAKE_ROOT}/ods_users"
+DWD_PLAYS = f"{LAKE_ROOT}/dwd_plays"
+DWD_LIKES = f"{LAKE_ROOT}/dwd_likes"
+DWD_WORKS = f"{LAKE_ROOT}/dwd_works"
+DWS_WORK_DAILY = f"{LAKE_ROOT}/dws_work_daily"
+DM_WORK_7D = f"{LAKE_ROOT}/dm_work_7d"
+TABLES = {"ods_events": ODS_EVENTS, "ods_works": ODS_WORKS, "ods_users": ODS_USERS, "dwd_plays": DWD_PLAYS,
+          "dwd_likes": DWD_LIKES, "dwd_works": DWD_WORKS, "dws_work_daily": DWS_WORK_DAILY,
+          "dm_work_7d": DM_WORK_7D}
+
+B = "{{ params.buckets }}"  # rendered as text; the create operator reads a digit string as a number
+BB = "{{ params.buckets * 2 }}"
+DAY = "{{ run_day(params, dag_run) }}"
+WEEK_START = "{{ run_day(params, dag_run, -6) }}"
+DM_SORT_COLUMNS = ["category", "plays_7d"]  # what the DM queries filter on: clustering orders by them
+
+CREATE: dict[str, dict[str, Any]] = {
+    "ods_events": {"schema": video.EVENTS_SCHEMA, "partition_by": ["dt"]},
+    "ods_works": {"schema": video.WORKS_SCHEMA, "primary_key": ["work_id"],
+                  "bucket": {"columns": ["work_id"], "count": B}, "merge_operators": video.WORKS_MERGE,
+                  "null_values": video.WORKS_NULLS},
+    "ods_users": {"schema": video.USERS_SCHEMA, "primary_key": ["user_id"],
+                  "bucket": {"columns": ["user_id"], "count": B}, "merge_operators": video.USERS_MERGE},
+    "dwd_plays": {"schema": "event_id BIGINT NOT NULL, work_id BIGINT NOT NULL, user_id BIGINT, play_ms BIGINT, "
+                            "event_ts TIMESTAMP, region STRING, level INT, dt STRING",
+                  "partition_by": ["dt"], "bucket": {"columns": ["work_id"], "count": BB,
+                                                     "sort_columns": ["work_id", "user_id"]}},
+    "dwd_likes": {"schema": "event_id BIGINT NOT NULL, work_id BIGINT NOT NULL, user_id BIGINT, "
+                            "event_ts TIMESTAMP, dt STRING",
+                  "partition_by": ["dt"], "bucket": {"columns": ["work_id"], "count": B,
+                                                     "sort_columns": ["work_id"]}},
+    "dwd_works": {"schema": "work_id BIGINT NOT NULL, author_id BIGINT, category STRING, title STRING, "
+                            "duration_s INT",
+                  "bucket": {"columns": ["work_id"], "count": B, "sort_columns": ["work_id"]}},
+    "dws_work_daily": {"schema": "work_id BIGINT NOT NULL, category STRING, author_id BIGINT, plays BIGINT, "
+                                 "viewers BIGINT, vip_plays BIGINT, play_ms BIGINT, likes BIGINT, dt STRING",
+                       "partition_by": ["dt"], "bucket": {"columns": ["work_id"], "count": B,
+                                                          "sort_columns": ["work_id"]}},
+    "dm_work_7d": {"schema": "work_id BIGINT NOT NULL, category STRING, author_id BIGINT, plays_7d BIGINT, "
+                             "likes_7d BIGINT, play_ms_7d BIGINT, active_days BIGINT, dt STRING",
+                   "partition_by": ["dt"]},
+}
+
+# ODS -> DWD: the day's valid events; plays carry the user's region and level as merged today (a join on
+# user_id against work_id-bucketed output: the one layer allowed to shuffle, it reads the plain ODS table).
+DWD_PLAYS_SQL = (
+    "SELECT e.event_id, e.work_id, e.user_id, e.play_ms, e.event_ts, u.region, u.level, e.dt "
+    "FROM events e LEFT JOIN users u ON e.user_id = u.user_id "
+    "WHERE e.event_type = 'play' AND e.work_id IS NOT NULL AND e.play_ms >= 0"
+)
+DWD_LIKES_SQL = ("SELECT event_id, work_id, user_id, event_ts, dt FROM events "
+                 "WHERE event_type = 'like' AND work_id IS NOT NULL")
+# the merged works dimension (ods_works is read merged per bucket, bucketed like dwd_works: no shuffle)
+DWD_WORKS_SQL = ("SELECT work_id, author_id, COALESCE(category, 'unknown') AS category, title, duration_s "
+                 "FROM works")
+# DWD -> DWS: plays (2B buckets) join works (B buckets): Spark coalesces the plays' buckets to B; likes join
+# on (work_id, dt), a superset of the bucket columns; the result is in dws's B buckets already.
+DWS_SQL = (
+    "WITH p AS ("
+    " SELECT p.work_id, p.dt, COUNT(*) AS plays, COUNT(DISTINCT p.user_id) AS viewers,"
+    " SUM(CASE WHEN p.level >= 5 THEN 1 ELSE 0 END) AS vip_plays, SUM(p.play_ms) AS play_ms,"
+    " MAX(w.category) AS category, MAX(w.author_id) AS author_id"
+    " FROM plays p LEFT JOIN works w ON p.work_id = w.work_id GROUP BY p.work_id, p.dt),"
+    " l AS (SELECT work_id, dt, COUNT(*) AS likes FROM likes GROUP BY work_id, dt) "
+    "SELECT p.work_id, COALESCE(p.category, 'unknown') AS category, p.author_id, p.plays, p.viewers,"
+    " p.vip_plays, p.play_ms, COALESCE(l.likes, 0) AS likes, p.dt "
+    "FROM p LEFT JOIN l ON p.work_id = l.work_id AND p.dt = l.dt"
+)
+# DWS -> DM: the last 7 days per work (a group-by on the bucket column across partitions: no shuffle)
+DM_SQL = (
+    "SELECT work_id, MAX_BY(category, dt) AS category, MAX_BY(author_id, dt) AS author_id,"
+    " SUM(plays) AS plays_7d, SUM(likes) AS likes_7d, SUM(play_ms) AS play_ms_7d, COUNT(*) AS active_days,"
+    " '{{ run_day(params, dag_run) }}' AS dt "  # only ever YYYY-MM-DD (run_day parses the date Param)
+    "FROM dws GROUP BY work_id"
+)
+# Broadcasting a small dimension would hide the bucketed join the example shows; big tables never broadcast.
+BUCKETED_JOIN_CONF = {"spark.sql.autoBroadcastJoinThreshold": "-1"}
+
+
+def run_day(params: dict[str, Any], dag_run: Any, offset: int = 0) -> str:
+    """The day a run processes: the `day` Param, else the run's logical date (a UI trigger may have none:
+    then the day it was queued for), moved by `offset` days; always YYYY-MM-DD."""
+    chosen = params.get("day") if params else None
+    if chosen:
+        day = dt.date.fromisoformat(str(chosen))
+    else:
+        moment = getattr(dag_run, "logical_date", None) or dag_run.run_after
+        day = dt.date(moment.year, moment.month, moment.day)
+    return (day + dt.timedelta(days=offset)).isoformat()

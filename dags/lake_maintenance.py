@@ -1,0 +1,67 @@
+"""Upkeep of the example pipeline's tables, run on data, not on a clock: every commit to the DM table (an
+asset event from `lake_ods_to_dm`) queues a run.
+
+- `CommitCountSensor` (deferrable: it waits in the triggerer, not in a worker slot) until the DM table has had
+  `min_commits` commits since its last clustering;
+- `ScheduleClusteringOperator` -> `ExecuteClusteringOperator`: the DM partitions' small files rewritten in
+  Z-order (or Hilbert order) over the columns the dashboards filter on, so their queries skip files;
+- `CompactOperator` on the primary-key dimensions (their upserts folded into base files);
+- `LakeCleanOperator` on every table: files replaced more than `retain_hours` ago are deleted.
+
+    airflow dags test lake_maintenance 2024-01-02 -c '{"layout": "HILBERT"}'
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG, Param
+
+from airflow_lake.assets import table_asset
+from airflow_lake.examples.video_pipeline import DM_SORT_COLUMNS, TABLES
+from airflow_lake.operators.clustering import ExecuteClusteringOperator, ScheduleClusteringOperator
+from airflow_lake.operators.compact import CompactOperator
+from airflow_lake.operators.table import LakeCleanOperator
+from airflow_lake.sensors.commit_count import CommitCountSensor
+
+DM = TABLES["dm_work_7d"]
+
+with DAG(
+    dag_id="lake_maintenance",
+    schedule=table_asset(DM),
+    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["airflow-lake", "example"],
+    params={
+        "min_commits": Param(2, type="integer", minimum=1, maximum=1000,
+                             description="Commits to the DM table since its last clustering before clustering."),
+        "layout": Param("ZORDER", type="string", enum=["ZORDER", "HILBERT"],
+                        description="Order of the clustered DM files."),
+        "target_file_bytes": Param(16 * 1024, type="integer", minimum=1024,
+                                   description="Size of a clustered file (small for the sample data, so a "
+                                               "partition becomes several files that queries can skip)."),
+        "retain_hours": Param(168, type="number", minimum=0,
+                              description="Keep replaced files this long (time travel), then delete them."),
+    },
+    doc_md=__doc__,
+) as dag:
+    wait = CommitCountSensor(
+        task_id="wait_for_dm_commits", table=DM, min_commits="{{ params.min_commits }}", deferrable=True,
+        poke_interval=5, timeout=timedelta(hours=12), soft_fail=True,  # no new commits today: skip, not fail
+    )
+    plan = ScheduleClusteringOperator(
+        task_id="plan_dm_clustering", table=DM, min_commits="{{ params.min_commits }}",
+        layout="{{ params.layout }}", sort_columns=DM_SORT_COLUMNS,
+        small_file_limit_bytes="{{ params.target_file_bytes }}",
+        target_file_max_bytes="{{ params.target_file_bytes }}",
+    )
+    cluster = ExecuteClusteringOperator(task_id="cluster_dm", table=DM, plan_id=plan.output["plan_id"])
+    compact = [CompactOperator(task_id=f"compact_{name}", table=TABLES[name]) for name in ("ods_works", "ods_users")]
+    clean = LakeCleanOperator.partial(
+        task_id="clean", retain_hours="{{ params.retain_hours }}", trigger_rule="none_failed",
+    ).expand(table=list(TABLES.values()))
+
+    wait >> plan >> cluster >> clean
+    compact >> clean

@@ -1,0 +1,140 @@
+"""The example DAGs: they parse without pyspark; `airflow dags test` runs the ODS -> DM pipeline (with an
+out-of-order backfill of a dimension, and a rerun that must change nothing) and the maintenance DAG against
+local Spark; the DM and DWS tables equal an independent pandas computation over the generated inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from airflow_lake.datagen import video
+from airflow_lake.lake import LakeTable
+from tests.conftest import ROOT
+from tests.dags import video_oracle
+
+DAGS = ROOT / "dags"
+AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+EVENTS = 3000
+SIZES = video.Sizes(events=EVENTS)
+RUNS: list[tuple[str, list[str]]] = [("2024-01-01", []), ("2024-01-03", ["2024-01-02"])]
+TABLE_NAMES = ("ods_events", "dwd_plays", "dwd_likes", "dwd_works", "dws_work_daily", "dm_work_7d")
+
+
+def test_dags_parse_without_importing_pyspark() -> None:
+    code = ("import sys; from airflow.dag_processing.dagbag import DagBag; "
+            f"bag = DagBag(dag_folder={str(DAGS)!r}); "
+            "assert not bag.import_errors, bag.import_errors; "
+            "print(sorted(bag.dags)); "
+            "print(sorted(t.task_id for t in bag.dags['lake_ods_to_dm'].tasks)); "
+            "print([a.uri for a in bag.dags['lake_ods_to_dm'].get_task('build_dm_work_7d').outlets]); "
+            "assert 'pyspark' not in sys.modules, 'pyspark imported at parse time'")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False,
+                            env={**os.environ, "AIRFLOW_LAKE_ROOT": "/lake"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    dags, tasks, outlets = result.stdout.strip().splitlines()[-3:]
+    assert eval(dags) == ["lake_maintenance", "lake_ods_to_dm"]
+    assert {"land", "upsert_ods_works", "build_dws_work_daily", "build_dm_work_7d"} <= set(eval(tasks))
+    assert eval(outlets) == ["file:///lake/dm_work_7d"]
+
+
+def airflow_env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW_LAKE_ROOT": str(tmp_path / "lake"),
+            "AIRFLOW_LAKE_LANDING": str(tmp_path / "landing"),
+            "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[2]"}'}
+
+
+def dags_test(env: dict[str, str], dag_id: str, day: str, conf: dict[str, Any]) -> str:
+    result = subprocess.run([AIRFLOW, "dags", "test", dag_id, day, "-c", json.dumps(conf)], env=env,
+                            capture_output=True, text=True, timeout=1200, check=False)
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-6000:]
+    assert "failed" not in _states(log), log[-6000:]
+    return log
+
+
+def _states(log: str) -> str:
+    return " ".join(line for line in log.splitlines() if "Marking task as" in line)
+
+
+def results(log: str) -> list[dict[str, Any]]:
+    out = []
+    for line in log.splitlines():
+        if "AIRFLOW_LAKE_RESULT " in line:
+            out.append(json.loads(line.split("AIRFLOW_LAKE_RESULT ", 1)[1].rsplit("}", 1)[0] + "}"))
+    return out
+
+
+def frame(table: LakeTable, columns: list[str]) -> pd.DataFrame:
+    data = table.to_arrow().to_pandas()[columns]
+    return data.sort_values(columns[:2] if "dt" not in columns else ["dt", "work_id"]).reset_index(drop=True)
+
+
+def contents(lake: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every plain table's rows, sorted: what a rerun must leave as it was."""
+    out = {}
+    for name in TABLE_NAMES:
+        rows = LakeTable.open(str(lake / name)).to_arrow().to_pylist()
+        out[name] = sorted(tuple(sorted((k, str(v)) for k, v in r.items())) for r in rows)
+    return out
+
+
+@pytest.mark.slow
+def test_pipeline_and_maintenance_in_airflow_dags_test(tmp_path: Path) -> None:
+    env = airflow_env(tmp_path)
+    lake = tmp_path / "lake"
+    subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, timeout=300, check=True)
+    logs = [dags_test(env, "lake_ods_to_dm", day, {"events_per_day": EVENTS, "backfill_days": backfill})
+            for day, backfill in RUNS]
+
+    # every step from DWD on is shuffle-free (the DAG would have failed otherwise; the metrics say so too)
+    by_table = {(m["table"].rsplit("/", 1)[-1], i): m for i, log in enumerate(logs) for m in results(log)}
+    for name in ("dwd_works", "dws_work_daily", "dm_work_7d"):
+        for run in range(len(RUNS)):
+            metrics = by_table[(name, run)]
+            assert (metrics["query_exchanges"], metrics["write_exchanges"]) == (0, 0), (name, metrics)
+    upserts = [m for m in results(logs[1]) if m["operation"] == "versioned_upsert"]
+    assert sorted(v for m in upserts for v in m["versions"]) == sorted(
+        [20240102, 20240103] * 2)  # works and users: today's and the backfill day's batch, mapped
+
+    expected = video_oracle.pipeline(RUNS, SIZES)
+    dws_cols = ["work_id", "category", "author_id", "plays", "viewers", "vip_plays", "play_ms", "likes", "dt"]
+    got = frame(LakeTable.open(str(lake / "dws_work_daily")), dws_cols)
+    want = expected["dws_work_daily"][dws_cols].sort_values(["dt", "work_id"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    dm_cols = ["work_id", "category", "author_id", "plays_7d", "likes_7d", "play_ms_7d", "active_days", "dt"]
+    got = frame(LakeTable.open(str(lake / "dm_work_7d")), dm_cols)
+    want = expected["dm_work_7d"][dm_cols].sort_values(["dt", "work_id"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    # the backfilled works batch (version 20240102, upserted with 20240103) merged in version order
+    works = frame(LakeTable.open(str(lake / "dwd_works")), ["work_id", "author_id", "category", "title"])
+    oracle_works = video_oracle.merged_works(["2024-01-01", "2024-01-02", "2024-01-03"], SIZES)
+    pd.testing.assert_frame_equal(works, oracle_works[["work_id", "author_id", "category", "title"]]
+                                  .sort_values("work_id").reset_index(drop=True), check_dtype=False)
+
+    # a rerun of the last day (what a cleared and re-run task does, for every task) changes nothing
+    before = contents(lake)
+    rerun = dags_test(env, "lake_ods_to_dm", RUNS[-1][0], {"events_per_day": EVENTS, "backfill_days": RUNS[-1][1]})
+    again = [m for m in results(rerun) if m["operation"] == "versioned_upsert"]
+    assert len(again) == 4 and all(m["already_committed"] for m in again), again  # same versions, same data
+    assert contents(lake) == before
+
+    # maintenance: the DM table has had 3 commits -> clustered in Z-order; dimensions compacted; clean
+    log = dags_test(env, "lake_maintenance", "2024-01-03", {"min_commits": 2, "target_file_bytes": 4096})
+    clustered = [m for m in results(log) if m["operation"] == "execute_clustering"]
+    assert len(clustered) == 1 and clustered[0]["files_after"] < clustered[0]["files_before"], clustered
+    assert {m["table"].rsplit("/", 1)[-1] for m in results(log) if m["operation"] == "compact"} == \
+        {"ods_works", "ods_users"}
+    assert contents(lake) == before  # maintenance changes files, never rows
+    dm = LakeTable.open(str(lake / "dm_work_7d"))
+    files = dm.snapshot().files
+    day_files = [f for f in files if f.partition["dt"] == "2024-01-03"]
+    picked = dm.scan([["dt", "=", "2024-01-03"], ["category", "=", "music"]]).files
+    assert len(day_files) > 1 and len(picked) < len(day_files), (len(picked), len(day_files))
