@@ -35,7 +35,12 @@ def hash_partitioning(df: DataFrame) -> tuple[list[str], int] | None:
         return None
     plan = df._jdf.queryExecution().executedPlan()
     if plan.getClass().getSimpleName() == "AdaptiveSparkPlanExec":
-        plan = plan.inputPlan()  # before it runs, AQE reports no partitioning; the plan it starts from does
+        # before it runs, AQE reports no partitioning; the plan it starts from does (after the preparation
+        # rules: bucket coalescing in joins changes the partition count)
+        try:
+            plan = plan.initialPlan()
+        except Exception:  # older Spark: the plan before those rules
+            plan = plan.inputPlan()
     partitioning = plan.outputPartitioning()
     if partitioning.getClass().getSimpleName() != "HashPartitioning":
         return None

@@ -24,7 +24,8 @@ def merged_works(days: Sequence[str], sizes: video.Sizes) -> pd.DataFrame:
         titles = [t for t in group["title"] if t != "null"]
         last = group.iloc[-1]
         out[work_id] = {"author_id": last["author_id"], "category": last["category"],
-                        "title": titles[-1] if titles else None, "duration_s": last["duration_s"],
+                        # last_non_null: the last title that is not "null"; with none, the last one
+                        "title": titles[-1] if titles else last["title"], "duration_s": last["duration_s"],
                         "edits": int(group["edits"].sum())}
     return pd.DataFrame.from_dict(out, orient="index").rename_axis("work_id").reset_index()
 

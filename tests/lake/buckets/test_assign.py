@@ -39,3 +39,40 @@ def test_a_write_from_rows_hashed_like_its_buckets_adds_no_shuffle(spark: Any, t
     metrics = run(spark, "write", {"table": renamed.url, "source": {"query": query, "tables": {"s": source.url}}})
     assert metrics["write_exchanges"] == 1  # other bucket columns: shuffled
     file_rows_in_their_bucket(spark, renamed)
+
+
+def test_max_exchanges_refuses_a_shuffling_write_before_anything_is_written(spark: Any, tmp_path: Path) -> None:
+    import pytest
+
+    from airflow_lake.lake.errors import LakeShuffleError
+
+    source = make(tmp_path / "src", bucket={"columns": ["k"], "count": 8})
+    source.write(rows_df(spark, 200, days=("d1",)))
+    query = "SELECT k, sum(v) AS total, max(dt) AS dt FROM s GROUP BY k"
+    other = make(tmp_path / "other", bucket={"columns": ["k"], "count": 16}, schema="k BIGINT, total BIGINT, dt STRING")
+    spec = {"table": other.url, "source": {"query": query, "tables": {"s": source.url}}, "max_exchanges": 0}
+    with pytest.raises(LakeShuffleError, match=r"1 shuffle Exchange\(s\) \(0 in the query, 1 added by the write\)"):
+        run(spark, "write", spec)
+    assert other.snapshot().files == [] and [e.action for e in other.entries_since(0)][1:] in ([], ["rollback"])
+    assert not list(Path(other.url).rglob("*.parquet"))
+    same = make(tmp_path / "same", bucket={"columns": ["k"], "count": 8}, schema="k BIGINT, total BIGINT, dt STRING")
+    metrics = run(spark, "write", {**spec, "table": same.url})  # bucket to bucket: allowed
+    assert (metrics["query_exchanges"], metrics["write_exchanges"], metrics["rows_added"]) == (0, 0, 200)
+
+
+def test_a_join_that_coalesces_buckets_writes_into_the_coalesced_count_without_a_shuffle(
+        spark: Any, tmp_path: Path) -> None:
+    big = make(tmp_path / "big", bucket={"columns": ["k"], "count": 16})
+    big.write(rows_df(spark, 300, days=("d1",)))
+    small = make(tmp_path / "small", bucket={"columns": ["k"], "count": 8})
+    small.write(rows_df(spark, 300, days=("d1",)))
+    out = make(tmp_path / "out", bucket={"columns": ["k"], "count": 8}, schema="k BIGINT, total BIGINT, dt STRING")
+    query = "SELECT b.k, b.v + s.v AS total, b.dt FROM b JOIN s ON b.k = s.k"
+    from airflow_lake.lake.spark_conf import session_conf
+
+    with session_conf(spark, {"spark.sql.autoBroadcastJoinThreshold": "-1"}):  # a bucketed join, not a broadcast
+        metrics = run(spark, "write", {"table": out.url, "max_exchanges": 0,
+                                       "source": {"query": query, "tables": {"b": big.url, "s": small.url}}})
+    assert (metrics["query_exchanges"], metrics["write_exchanges"]) == (0, 0)  # 16 coalesced to 8 in the join
+    file_rows_in_their_bucket(spark, out)
+    assert out.read(spark).count() == 300

@@ -1,0 +1,64 @@
+"""Lake tables as Airflow Assets: stable URIs, outlets of the operators that commit, metrics as extra."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from airflow.sdk import Asset
+
+from airflow_lake.assets import event_extra, table_asset, table_uri
+from airflow_lake.operators.bucket_rewrite import BucketRewriteOperator
+from airflow_lake.operators.clustering import ExecuteClusteringOperator, ScheduleClusteringOperator
+from airflow_lake.operators.compact import CompactOperator
+from airflow_lake.operators.table import LakeCleanOperator, LakeCreateTableOperator
+from airflow_lake.operators.upsert import VersionedUpsertOperator
+from airflow_lake.operators.write import LakeWriteOperator
+
+
+def test_a_table_has_one_uri_however_its_path_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    expected = f"file://{tmp_path}/lake/t"
+    for spelling in (f"{tmp_path}/lake/t", f"{tmp_path}/lake/t/", "lake/t", f"file://{tmp_path}/lake/t",
+                     f"{tmp_path}/lake/../lake/t"):
+        assert table_uri(spelling) == expected, spelling
+    assert table_uri("s3a://bucket/lake/t/") == "s3a://bucket/lake/t"
+    asset = table_asset("/lake/t")
+    assert (asset.uri, asset.name, asset.group) == ("file:///lake/t", "file:///lake/t", "lake")
+
+
+def test_event_extra_keeps_the_commits_scalar_metrics() -> None:
+    metrics = {"table": "/lake/t", "operation": "write", "rows_added": 5, "duration_seconds": 1.5,
+               "already_committed": False, "plan_id": None, "bucket_counts": {"dt=1": 8}, "versions": [1, 2]}
+    assert event_extra(metrics) == {"table": "/lake/t", "operation": "write", "rows_added": 5,
+                                    "duration_seconds": 1.5, "already_committed": False, "plan_id": None}
+
+
+def test_operators_that_commit_data_have_their_table_as_outlet() -> None:
+    committing = [
+        LakeWriteOperator(task_id="w", table="/lake/a", source_path="/in"),
+        VersionedUpsertOperator(task_id="u", table="/lake/a", source_path="/in", version=1),
+        BucketRewriteOperator(task_id="b", table="/lake/a"),
+        ExecuteClusteringOperator(task_id="e", table="/lake/a"),
+        CompactOperator(task_id="c", table="/lake/a"),
+    ]
+    for op in committing:
+        assert op.outlets == [Asset(name="file:///lake/a", uri="file:///lake/a", group="lake")], op.task_id
+    metadata_only = [LakeCreateTableOperator(task_id="t", table="/lake/a", schema="x INT"),
+                     ScheduleClusteringOperator(task_id="s", table="/lake/a"),
+                     LakeCleanOperator(task_id="cl", table="/lake/a")]
+    assert all(op.outlets == [] for op in metadata_only)
+    # a templated path is unknown at parse time; outlets given by the DAG author win
+    assert LakeWriteOperator(task_id="x", table="/lake/{{ params.t }}", source_path="/in").outlets == []
+    mine = Asset("s3://elsewhere/x")
+    assert LakeWriteOperator(task_id="y", table="/lake/a", source_path="/in", outlets=[mine]).outlets == [mine]
+
+
+def test_write_operator_checks_max_exchanges() -> None:
+    op = LakeWriteOperator(task_id="w", table="/lake/a", query="SELECT 1 AS x", max_exchanges=0)
+    assert op.build_spec({})["max_exchanges"] == 0  # type: ignore[arg-type]
+    assert "max_exchanges" not in LakeWriteOperator(task_id="v", table="/lake/a", query="SELECT 1").build_spec(
+        {})  # type: ignore[arg-type]
+    for bad in (-1, 1.5, True, "0"):
+        with pytest.raises(ValueError, match="max_exchanges"):
+            LakeWriteOperator(task_id="z", table="/lake/a", query="SELECT 1", max_exchanges=bad)  # type: ignore[arg-type]
