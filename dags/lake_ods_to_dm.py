@@ -36,6 +36,7 @@ from airflow_lake.examples.video_pipeline import (
     DWD_WORKS_SQL,
     DWS_SQL,
     LANDING,
+    PIPELINE_SCHEDULE,
     TABLES,
     WEEK_START,
     run_day,
@@ -46,7 +47,7 @@ from airflow_lake.operators.write import LakeWriteOperator
 
 with DAG(
     dag_id="lake_ods_to_dm",
-    schedule="@daily",
+    schedule=PIPELINE_SCHEDULE,  # "@daily"; $AIRFLOW_LAKE_PIPELINE_SCHEDULE="" runs it only when triggered
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

@@ -49,7 +49,7 @@ class AirflowStack:
             "AIRFLOW__API_AUTH__JWT_SECRET": "airflow-lake-tests-only",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5", "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
-            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2", "AIRFLOW__TRIGGERER__DEFAULT_CAPACITY": "10",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2", "AIRFLOW__TRIGGERER__CAPACITY": "10",
         }
         self.components = components
         self.procs: dict[str, subprocess.Popen[bytes]] = {}

@@ -16,6 +16,8 @@ from airflow_lake.datagen import video
 
 LAKE_ROOT = os.environ.get("AIRFLOW_LAKE_ROOT", "/tmp/airflow-lake/lake")
 LANDING = os.environ.get("AIRFLOW_LAKE_LANDING", "/tmp/airflow-lake/landing")
+# "@daily" by default; set it empty for a stack where runs are only triggered (the UI form, REST)
+PIPELINE_SCHEDULE = os.environ.get("AIRFLOW_LAKE_PIPELINE_SCHEDULE", "@daily") or None
 
 ODS_EVENTS = f"{LAKE_ROOT}/ods_events"
 ODS_WORKS = f"{LAKE_ROOT}/ods_works"
