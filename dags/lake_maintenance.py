@@ -39,7 +39,7 @@ with DAG(
                              description="Commits to the DM table since its last clustering before clustering."),
         "layout": Param("ZORDER", type="string", enum=["ZORDER", "HILBERT"],
                         description="Order of the clustered DM files."),
-        "target_file_bytes": Param(16 * 1024, type="integer", minimum=1024,
+        "target_file_bytes": Param(8 * 1024, type="integer", minimum=1024,
                                    description="Size of a clustered file (small for the sample data, so a "
                                                "partition becomes several files that queries can skip)."),
         "retain_hours": Param(168, type="number", minimum=0,

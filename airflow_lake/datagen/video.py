@@ -87,9 +87,11 @@ def day_events(day: str, sizes: Sizes = Sizes(), seed: int = 4) -> pa.Table:
 
 
 def works_batch(day: str, sizes: Sizes = Sizes(), seed: int = 4) -> pa.Table:
-    """The works updates of a day: about half of all works, 5% of them twice (combined in file order)."""
+    """The works updates of a day: about half of all works (the 1% most played every day), 5% of them twice
+    (combined in file order)."""
     rng = _rng(day, 1, seed)
-    ids = np.flatnonzero(rng.random(sizes.works) < 0.5) + 1
+    hot = np.arange(sizes.works) < max(1, sizes.works // 100)  # the most played works are edited every day
+    ids = np.flatnonzero((rng.random(sizes.works) < 0.5) | hot) + 1
     ids = np.concatenate([ids, rng.choice(ids, max(1, len(ids) // 20))]) if len(ids) else np.array([1])
     n = len(ids)
     titles = np.array([f"work {w} take {t}" for w, t in zip(ids, rng.integers(1, 100, n), strict=True)], object)
