@@ -27,4 +27,6 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "sensors": [{"integration-name": "Airflow Lake", "python-modules": ["airflow_lake.sensors.commit_count"]}],
         "triggers": [{"integration-name": "Airflow Lake", "python-modules": ["airflow_lake.triggers.commit_count"]}],
+        "extra-links": ["airflow_lake.ui.links.LakeTableLink"],
+        "plugins": [{"name": "airflow_lake", "plugin-class": "airflow_lake.ui.plugin.LakePlugin"}],
     }

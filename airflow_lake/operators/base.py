@@ -10,6 +10,7 @@ from airflow.sdk import Asset, BaseOperator, Context
 
 from airflow_lake.assets import event_extra, table_asset, table_uri
 from airflow_lake.hooks.lake import LakeHook
+from airflow_lake.ui.links import LakeTableLink
 
 
 class LakeOperator(BaseOperator):
@@ -30,6 +31,7 @@ class LakeOperator(BaseOperator):
     template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
     ui_color = "#cde8f6"
     emits_asset: ClassVar[bool] = False
+    operator_extra_links = (LakeTableLink(),)  # the table's Lake page (when under a configured root)
 
     def __init__(self, *, table: str, conn_id: str = LakeHook.default_conn_name,
                  spark_conf: Mapping[str, Any] | None = None, python: str | None = None, **kwargs: Any) -> None:

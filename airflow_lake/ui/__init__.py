@@ -1,0 +1,5 @@
+"""The Lake page inside the Airflow UI: a FastAPI app the api-server serves under /lake (plugin in `plugin.py`).
+
+It reads only table metadata (timelines, snapshots from checkpoints), never Spark, and only tables under the
+configured roots (`[lake] roots`, env `AIRFLOW__LAKE__ROOTS`, a comma-separated list of directories).
+"""

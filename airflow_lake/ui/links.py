@@ -1,0 +1,39 @@
+"""The "Lake table" extra link of every lake operator's task: its table's page, if under a configured root."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import quote
+
+from airflow.sdk import BaseOperatorLink
+
+from airflow_lake.ui.roots import BadTableRef, configured_roots, resolve
+
+
+class LakeTableLink(BaseOperatorLink):
+    """Link to the Lake page of the task's table (computed when the task runs, stored in XCom)."""
+
+    name = "Lake table"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        """`<api base url>/lake/table?ref=...`, or "" when the table is outside the configured roots."""
+        path = os.path.realpath(str(getattr(operator, "table", "") or ""))
+        for index, root in enumerate(configured_roots()):
+            if os.path.commonpath([path, root]) == root and path != root:
+                ref = f"{index}/{os.path.relpath(path, root)}"
+                try:
+                    resolve(ref, configured_roots())
+                except BadTableRef:
+                    return ""
+                return f"{_base_url()}/lake/table?ref={quote(ref, safe='/')}"
+        return ""
+
+
+def _base_url() -> str:
+    try:
+        from airflow.configuration import conf
+
+        return str(conf.get("api", "base_url", fallback="") or "").rstrip("/")
+    except Exception:
+        return ""
