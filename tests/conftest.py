@@ -17,6 +17,11 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-lake-test-home-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
+# Spark JVMs the tests start as processes (spark-submit jobs, Airflow tasks, cluster daemons) live for seconds on
+# small data: compiling with C1 only and a serial GC starts them ~25% faster. The suite's own session (below)
+# keeps the JVM defaults. Not set for users: long jobs want the optimising compiler.
+SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("JAVA_TOOL_OPTIONS", SHORT_JVM)
 VENV_BIN = str(Path(sys.executable).parent)
 if VENV_BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = VENV_BIN + os.pathsep + os.environ.get("PATH", "")
@@ -29,6 +34,8 @@ def spark() -> Iterator[object]:
     """One local[2] SparkSession for the whole run."""
     from pyspark.sql import SparkSession
 
+    tool_options = os.environ.pop("JAVA_TOOL_OPTIONS", None) if os.environ.get("JAVA_TOOL_OPTIONS") == SHORT_JVM \
+        else None
     session = (
         SparkSession.builder.master("local[2]")
         .appName("airflow-lake-tests")
@@ -38,6 +45,8 @@ def spark() -> Iterator[object]:
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
         .getOrCreate()
     )
+    if tool_options is not None:
+        os.environ["JAVA_TOOL_OPTIONS"] = tool_options
     yield session
     session.stop()
     # py4j logs from __del__ at interpreter exit, after pytest closed the streams it logs to
