@@ -8,7 +8,7 @@ backfill days'), merges every batch so far in version order, then builds the day
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -56,15 +56,18 @@ def dws_day(day: str, sizes: video.Sizes, works: pd.DataFrame, users: pd.DataFra
     return agg
 
 
-def pipeline(runs: Sequence[tuple[str, Sequence[str]]], sizes: video.Sizes) -> dict[str, pd.DataFrame]:
-    """DWS and DM tables after `runs` (day, backfill days) in order: {"dws_work_daily": ..., "dm_work_7d": ...}."""
+def pipeline(runs: Sequence[tuple[str, Sequence[str]]], sizes: video.Sizes,
+             events: Mapping[str, int] | None = None) -> dict[str, pd.DataFrame]:
+    """DWS and DM tables after `runs` (day, backfill days) in order: {"dws_work_daily": ..., "dm_work_7d": ...}.
+    `events` overrides the events per day of some days (a run triggered with another `events_per_day`)."""
     batches: list[str] = []
     dws: dict[str, pd.DataFrame] = {}
     dm: dict[str, pd.DataFrame] = {}
     for day, backfill in runs:
         batches = sorted({*batches, day, *backfill})
         works, users = merged_works(batches, sizes), merged_users(batches, sizes)
-        dws[day] = dws_day(day, sizes, works, users)
+        day_sizes = video.Sizes((events or {}).get(day, sizes.events), sizes.works, sizes.users)
+        dws[day] = dws_day(day, day_sizes, works, users)
         start = (dt.date.fromisoformat(day) - dt.timedelta(days=6)).isoformat()
         window = pd.concat([f for d, f in dws.items() if start <= d <= day]).sort_values("dt")
         grouped = window.groupby("work_id")

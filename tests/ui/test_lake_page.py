@@ -5,7 +5,6 @@ headless Chromium a user logs in through Airflow's login form and reads the page
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +18,9 @@ from airflow_lake.lake import LakeTable
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.log import CommitLog, LogEntry
 from tests.airflow_stack import AirflowStack
+from tests.browser import ARTIFACTS, browser, login
 from tests.conftest import ROOT
 
-ARTIFACTS = ROOT / "test-artifacts"
 BIG_INSTANTS = 10_000
 
 
@@ -116,45 +115,11 @@ def test_the_data_endpoints_tell_the_tables_numbers(stack: AirflowStack, lake: P
     assert ours["external_views"][0]["name"] == "Lake" and ours["fastapi_apps"][0]["url_prefix"] == "/lake"
 
 
-def _browser() -> Any:
-    if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        if os.environ.get("CI"):
-            pytest.fail("chromium and chromedriver are missing: .ci/setup installs them (apt-get)")
-        pytest.skip("chromium / chromedriver not installed (apt-get install chromium chromium-driver)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or ""
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
-
-
-def login(driver: Any, stack: AirflowStack) -> None:
-    """Through Airflow's own login form, as a person would."""
-    import json
-
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    password = json.loads((stack.home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
-    driver.get(stack.url + "/")
-    wait = WebDriverWait(driver, 60)
-    user_box = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "input[name='username']")))
-    user_box.send_keys("admin")
-    driver.find_element(By.CSS_SELECTOR, "input[name='password']").send_keys(password)
-    driver.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
-    wait.until(lambda d: d.get_cookie("_token") is not None)
-
-
 @pytest.mark.slow
 def test_a_user_logs_in_and_reads_the_lake_page_in_chromium(stack: AirflowStack, lake: Path) -> None:
     from selenium.webdriver.common.by import By
 
-    driver = _browser()
+    driver = browser()
     try:
         driver.get(stack.url + "/lake/")
         assert "Not authenticated" in driver.page_source  # no login yet: refused
