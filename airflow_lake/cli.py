@@ -5,6 +5,7 @@
     airflow-lake show /lake/sales [--as-of X] [--json]
     airflow-lake vacuum /lake/sales [--dry-run] [--older-than-hours H] [--json]
     airflow-lake plans /lake/sales [--json]
+    airflow-lake connect-server [--port 15002] [--master local[2]]   (a Spark Connect server for lake tasks)
 
 It works on metadata (the commit log, checkpoints and pending instants), so it needs neither Spark
 nor Airflow. Only `vacuum` changes anything: it deletes files no log entry holds. Errors print
@@ -20,6 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from airflow_lake import cli_format as fmt
+from airflow_lake import connect_server
 from airflow_lake.lake.errors import LakeError, LakeSpecError
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.reports import Data, files_data, plans_data, show_data, timeline_data, vacuum_data
@@ -80,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in (timeline, files, show, vacuum, plans):
         sub.add_argument("path", help="table path or URL")
         sub.add_argument("--json", action="store_true", help="print JSON instead of a text table")
+    connect_server.add_arguments(commands.add_parser(
+        "connect-server", help="run a Spark Connect server (from the pip package) for lake tasks"))
     return parser
 
 
@@ -98,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as stop:  # argparse printed usage or help
         return stop.code if isinstance(stop.code, int) else EXIT_ERROR
+    if args.command == "connect-server":
+        return connect_server.run(args)
     collect, render = COMMANDS[args.command]
     try:
         _check_as_of(getattr(args, "as_of", None))

@@ -19,7 +19,7 @@ import pendulum
 from airflow.sdk import DAG, Param
 
 from airflow_lake.assets import table_asset
-from airflow_lake.examples.video_pipeline import DM_SORT_COLUMNS, TABLES
+from airflow_lake.examples.video_pipeline import DM_SORT_COLUMNS, SPARK_CONN_ID, TABLES
 from airflow_lake.operators.clustering import ExecuteClusteringOperator, ScheduleClusteringOperator
 from airflow_lake.operators.compact import CompactOperator
 from airflow_lake.operators.table import LakeCleanOperator
@@ -33,6 +33,8 @@ with DAG(
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
+    # $AIRFLOW_LAKE_SPARK_CONN_ID: spark-submit or Spark Connect (mapped tasks take it in partial())
+    default_args={"conn_id": SPARK_CONN_ID},
     tags=["airflow-lake", "example"],
     params={
         "min_commits": Param(2, type="integer", minimum=1, maximum=1000,
@@ -60,7 +62,7 @@ with DAG(
     cluster = ExecuteClusteringOperator(task_id="cluster_dm", table=DM, plan_id=plan.output["plan_id"])
     compact = [CompactOperator(task_id=f"compact_{name}", table=TABLES[name]) for name in ("ods_works", "ods_users")]
     clean = LakeCleanOperator.partial(
-        task_id="clean", retain_hours="{{ params.retain_hours }}", trigger_rule="none_failed",
+        task_id="clean", retain_hours="{{ params.retain_hours }}", trigger_rule="none_failed", conn_id=SPARK_CONN_ID,
     ).expand(table=list(TABLES.values()))
 
     wait >> plan >> cluster >> clean

@@ -37,6 +37,7 @@ from airflow_lake.examples.video_pipeline import (
     DWS_SQL,
     LANDING,
     PIPELINE_SCHEDULE,
+    SPARK_CONN_ID,
     TABLES,
     WEEK_START,
     run_day,
@@ -51,6 +52,8 @@ with DAG(
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
+    # $AIRFLOW_LAKE_SPARK_CONN_ID: spark-submit or Spark Connect (mapped tasks take it in partial())
+    default_args={"conn_id": SPARK_CONN_ID},
     tags=["airflow-lake", "example"],
     user_defined_macros={"run_day": run_day},
     params={
@@ -98,10 +101,10 @@ with DAG(
         mode="overwrite", partitions=[{"dt": DAY}],
     )
     upsert_works = VersionedUpsertOperator.partial(
-        task_id="upsert_ods_works", table=TABLES["ods_works"],
+        task_id="upsert_ods_works", table=TABLES["ods_works"], conn_id=SPARK_CONN_ID,
     ).expand_kwargs(upserts(batches, "works"))
     upsert_users = VersionedUpsertOperator.partial(
-        task_id="upsert_ods_users", table=TABLES["ods_users"],
+        task_id="upsert_ods_users", table=TABLES["ods_users"], conn_id=SPARK_CONN_ID,
     ).expand_kwargs(upserts(batches, "users"))
 
     day_of = {"filters": [["dt", "=", DAY]]}

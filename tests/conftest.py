@@ -8,8 +8,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.connect_server import ConnectServer
 
 # Set before pyspark or airflow is imported anywhere in the run.
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -57,3 +61,22 @@ def spark() -> Iterator[object]:
 def table_path(tmp_path: Path) -> str:
     """A fresh path for a lake table."""
     return str(tmp_path / "table")
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Spark Connect server (local[2]) started from the pip package for the run; stopped by its PID."""
+    from tests.connect_server import ConnectServer
+
+    server = ConnectServer(tmp_path_factory.mktemp("connect-server") / "server.log").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def connect_conn_id(connect_server: ConnectServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A `spark_connect` Airflow connection to the run's Spark Connect server."""
+    host, port = connect_server.url.rsplit(":", 1)  # sc://127.0.0.1:<port>
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST",
+                       f'{{"conn_type": "spark_connect", "host": "{host}", "port": {port}}}')
+    return "spark_connect_test"

@@ -18,6 +18,8 @@ LAKE_ROOT = os.environ.get("AIRFLOW_LAKE_ROOT", "/tmp/airflow-lake/lake")
 LANDING = os.environ.get("AIRFLOW_LAKE_LANDING", "/tmp/airflow-lake/landing")
 # "@daily" by default; set it empty for a stack where runs are only triggered (the UI form, REST)
 PIPELINE_SCHEDULE = os.environ.get("AIRFLOW_LAKE_PIPELINE_SCHEDULE", "@daily") or None
+# the connection lake tasks run on: a `spark` one (spark-submit per task) or a `spark_connect` one (warm server)
+SPARK_CONN_ID = os.environ.get("AIRFLOW_LAKE_SPARK_CONN_ID", "spark_default")
 
 ODS_EVENTS = f"{LAKE_ROOT}/ods_events"
 ODS_WORKS = f"{LAKE_ROOT}/ods_works"

@@ -1,4 +1,11 @@
-"""`LakeHook`: runs lake operations through spark-submit and reads their metrics back from the timeline."""
+"""`LakeHook`: runs lake operations on Spark, through spark-submit or as a Spark Connect client.
+
+The connection decides: a `spark` connection (master in its host: `local[2]`, `spark://host:7077`, yarn, k8s)
+runs each operation as one spark-submit of the job runner; a `spark_connect` connection (`sc://host:15002`)
+runs it in the task's own process on a remote session of a warm Spark Connect server. Both paths take the
+result and the failure from the job itself (`airflow_lake.jobs.outcome`), so specs, metrics, request ids,
+retries and error messages are the same.
+"""
 
 from __future__ import annotations
 
@@ -9,36 +16,40 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_lake.exceptions import LakeJobConflict, LakeJobError
+from airflow_lake.hooks.connect import ConnectClient
 from airflow_lake.hooks.package_zip import package_zip
+from airflow_lake.hooks.submit import LakeSubmitHook
 from airflow_lake.jobs import ENTRY_POINT
-from airflow_lake.jobs.command_line import EXIT_CONFLICT
 from airflow_lake.jobs.ops.common import entry_metrics
+from airflow_lake.jobs.outcome import Failure, classify
 from airflow_lake.jobs.registry import get, validate
 from airflow_lake.jobs.runner import run
-from airflow_lake.lake.errors import LakeTableNotFound
+from airflow_lake.lake.errors import LakeError, LakeTableNotFound
 from airflow_lake.lake.instants import pending
 from airflow_lake.lake.table import LakeTable
 
+CONNECT_CONN_TYPE = "spark_connect"
+
 
 class LakeHook(BaseHook):
-    """Submit a lake operation with spark-submit over the Spark connection (default `spark_default`).
+    """Run a lake operation on the Spark of a connection (default `spark_default`).
 
-    :param conn_id: Spark connection (master in its host, e.g. `local[2]` or `spark://host:7077`).
-    :param spark_conf: extra `--conf` settings.
+    :param conn_id: a `spark` connection (spark-submit; master in its host, e.g. `local[2]` or
+        `spark://host:7077`) or a `spark_connect` connection (Spark Connect client; `sc://host`, port 15002).
+    :param spark_conf: extra `--conf` settings (over Spark Connect: runtime SQL settings only).
     :param python: Python for the driver and executors (PYSPARK_PYTHON); default this interpreter,
         None-string "" to leave it to the cluster.
     :param env_vars: extra environment for spark-submit.
-    :param ship_package: send the airflow_lake package with `--py-files` (for clusters without it).
+    :param ship_package: send the airflow_lake package with `--py-files` (spark-submit) or as a session
+        artifact (Spark Connect), for clusters without it.
     """
 
     conn_name_attr = "conn_id"
@@ -59,12 +70,21 @@ class LakeHook(BaseHook):
         self.executor_memory = executor_memory
         self.ship_package = ship_package
         self.verbose = verbose
-        self._submit_hook: SparkSubmitHook | None = None
+        self._submit_hook: LakeSubmitHook | None = None
+        self._connect: ConnectClient | None = None
         self._running: tuple[str, str] | None = None  # (table, request id) of the job in flight
+        self._conn_type: str | None = None
 
     def get_conn(self) -> Any:
-        """Not used: each operation is one spark-submit."""
+        """Not used: each operation opens its own spark-submit or Spark Connect session."""
         return None
+
+    @property
+    def uses_connect(self) -> bool:
+        """Whether the connection is a Spark Connect one (else: spark-submit)."""
+        if self._conn_type is None:
+            self._conn_type = str(self.get_connection(self.conn_id).conn_type or "")
+        return self._conn_type == CONNECT_CONN_TYPE
 
     def _environment(self) -> dict[str, str]:
         env = dict(self.env_vars)
@@ -77,9 +97,9 @@ class LakeHook(BaseHook):
             env.setdefault("PATH", bin_dir + os.pathsep + path)  # spark-submit of the pyspark next to us
         return env
 
-    def build_submit_hook(self, operation: str, spec_file: str, name: str) -> SparkSubmitHook:
+    def build_submit_hook(self, operation: str, spec_file: str, name: str) -> LakeSubmitHook:
         """The SparkSubmitHook that runs `operation` with the spec in `spec_file`."""
-        return SparkSubmitHook(
+        return LakeSubmitHook(
             conn_id=self.conn_id,
             conf=self.spark_conf,
             py_files=package_zip() if self.ship_package else None,
@@ -92,7 +112,7 @@ class LakeHook(BaseHook):
         )
 
     def submit(self, operation: str, spec: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate `spec`, run `operation` through spark-submit, return the metrics of its instant.
+        """Validate `spec`, run `operation` on Spark, return its metrics (those stored in its instant).
 
         Raises ValueError (LakeSpecError) for a bad spec before anything runs, LakeJobConflict for a
         retryable commit conflict and LakeJobError with the tail of the Spark output otherwise.
@@ -100,61 +120,109 @@ class LakeHook(BaseHook):
         payload = dict(spec)
         payload.setdefault("request_id", f"airflow-lake-{uuid.uuid4().hex}")
         validate(operation, payload)
-        started = time.time()
         table = str(payload.get("table", ""))
         if not get(operation).needs_spark:  # metadata only: no reason to pay for a Spark start-up
             self.log.info("Running %s on %s in-process (request %s)", operation, table, payload["request_id"])
-            result = run(None, operation, payload)
-            stored = self.read_metrics(operation, table, payload["request_id"], started)
-            # no entry (nothing to do, a dry run): what the run reported is all there is to say
-            return {**result, **stored} if stored.get("noop") else stored
+            return self._run_local(operation, payload)
+        if self.uses_connect:
+            return self._run_connect(operation, payload)
+        return self._run_submit(operation, payload)
+
+    def _run_local(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """A metadata-only operation in this process (its lake errors raised as they are)."""
+        table, request_id = str(payload.get("table", "")), str(payload["request_id"])
+        done_before = self._committed(operation, table, request_id)
+        result = run(None, operation, payload)
+        stored = self.read_metrics(operation, table, request_id, already_committed=done_before)
+        # no entry (nothing to do, a dry run): what the run reported is all there is to say
+        return {**result, **stored} if stored.get("noop") else stored
+
+    def _run_submit(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
+        table, request_id = str(payload.get("table", "")), str(payload["request_id"])
+        done_before = self._committed(operation, table, request_id)
         with tempfile.TemporaryDirectory(prefix="airflow-lake-spec-") as tmp:
             spec_file = os.path.join(tmp, "spec.json")
             with open(spec_file, "w", encoding="utf-8") as handle:
                 json.dump(payload, handle)
-            self._submit_hook = self.build_submit_hook(operation, spec_file, f"airflow-lake {operation} {table}")
-            self.log.info("Submitting %s on %s (request %s)", operation, table, payload["request_id"])
-            self._running = (table, payload["request_id"])
+            hook = self.build_submit_hook(operation, spec_file, f"airflow-lake {operation} {table}")
+            self._submit_hook = hook
+            self.log.info("Submitting %s on %s (request %s)", operation, table, request_id)
+            self._running = (table, request_id)
             try:
                 # own process group: on_kill can then stop the Python driver and workers too
-                self._submit_hook.submit(application=ENTRY_POINT, start_new_session=True)
+                hook.submit(application=ENTRY_POINT, start_new_session=True)
             except AirflowException as err:
-                message = str(err)
-                error_cls = LakeJobConflict if f"Error code is: {EXIT_CONFLICT}." in message else LakeJobError
-                raise error_cls(f"lake operation {operation} on {table!r} failed. {message}") from err
+                raise _job_error(operation, table, hook.outcome.failure, str(err)) from err
             finally:
                 self._running = None
-        return self.read_metrics(operation, table, payload["request_id"], started)
+        if hook.outcome.result is not None:
+            return hook.outcome.result
+        # cluster deploy mode: the driver's output is not ours to read; its instant says what it did
+        return self.read_metrics(operation, table, request_id, already_committed=done_before)
 
-    def read_metrics(self, operation: str, table: str, request_id: str, started: float = 0.0) -> dict[str, Any]:
-        """The metrics stored in the instant recorded with `request_id` (an empty result for a no-op).
+    def _run_connect(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-        `already_committed` tells that the instant completed before `started`: a retry found the
-        first try's commit and wrote nothing.
-        """
+        table, request_id = str(payload.get("table", "")), str(payload["request_id"])
+        if self.driver_memory or self.executor_memory:
+            raise LakeJobError("driver_memory and executor_memory cannot be set per task over Spark Connect: "
+                               "the server's Spark owns them (set them when starting the server).")
+        client = ConnectClient(SparkConnectHook(self.conn_id).get_connection_url(), self.spark_conf,
+                               ship_package=self.ship_package)
+        self._connect, self._running = client, (table, request_id)
+        self.log.info("Running %s on %s over Spark Connect (request %s)", operation, table, request_id)
+        try:
+            return run(client.open(), operation, payload)
+        except BaseException as err:
+            if client.killed:
+                rolled = self.rollback_request(table, request_id)
+                raise LakeJobError(f"lake operation {operation} on {table!r} was killed"
+                                   + (f"; rolled back instant(s) {rolled}." if rolled else ".")) from err
+            if isinstance(err, LakeJobError) or not isinstance(err, Exception):
+                raise
+            raise _job_error(operation, table, classify(err), _exception_tail(err)) from err
+        finally:
+            client.close()
+            self._connect = self._running = None
+
+    def _committed(self, operation: str, table: str, request_id: str) -> bool:
+        """Whether an instant of `request_id` completed before this run (a retry of a committed task)."""
+        try:
+            return LakeTable.open(table).find_request(request_id, operation) is not None
+        except (LakeTableNotFound, LakeError):
+            return False
+
+    def read_metrics(self, operation: str, table: str, request_id: str, *,
+                     already_committed: bool = False) -> dict[str, Any]:
+        """The metrics stored in the instant recorded with `request_id` (an empty result for a no-op)."""
         lake = LakeTable.open(table)
         entry = lake.find_request(request_id, operation)
         if entry is None:
             if operation == "write":
                 raise LakeJobError(f"spark-submit succeeded but no instant of request {request_id} is on {table!r}.")
             return entry_metrics(lake.url, operation, None, noop=True)
-        return entry_metrics(lake.url, operation, entry, already_committed=entry.completed_at < started)
+        return entry_metrics(lake.url, operation, entry, already_committed=already_committed)
 
     def on_kill(self) -> None:
-        """Kill the running spark-submit and everything it started, then roll back its pending instant."""
+        """Stop the running operation, then roll back its pending instant.
+
+        spark-submit: kill spark-submit and the job's process group (which the job announced; client mode).
+        Spark Connect: interrupt the session's Spark jobs; the operation unwinds and is rolled back.
+        """
+        if self._connect is not None:
+            self._connect.interrupt()
+            return
         hook, running = self._submit_hook, self._running  # read before the kill ends submit()
         if hook is None:
             return
-        process = hook._submit_sp
+        started = hook.outcome.started
         hook.on_kill()
-        if process is None:
-            return
+        if started is None or started["pgid"] == os.getpgid(0):
+            return  # cluster mode (the driver is not ours to kill), or a group that is not the job's alone
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            process.wait(timeout=30)
-        if running is not None and hook._connection.get("deploy_mode") != "cluster":
-            # In client mode the driver was in that process group, so its instant is surely dead.
+            os.killpg(started["pgid"], signal.SIGKILL)
+        if running is not None:
+            # SIGKILL delivered: the driver runs no further step, so its instant is surely dead.
             self.rollback_request(*running)
 
     def rollback_request(self, table: str, request_id: str) -> list[str]:
@@ -168,3 +236,16 @@ class LakeHook(BaseHook):
             lake.rollback_unchecked(ids, reason="task killed")
             self.log.info("Rolled back instant(s) %s of the killed job", ids)
         return ids
+
+
+def _job_error(operation: str, table: str, failure: Failure | None, tail: str = "") -> LakeJobError:
+    """The error of a failed job: retryable (LakeJobConflict) if the job said so, with what it said."""
+    said = f": {failure.human_line()}" if failure is not None else "."
+    error_cls = LakeJobConflict if failure is not None and failure.retryable else LakeJobError
+    return error_cls(f"lake operation {operation} on {table!r} failed{said}" + (f" {tail}" if tail else ""))
+
+
+def _exception_tail(err: BaseException, lines: int = 40) -> str:
+    """The end of a Spark Connect error (the server's message, and its stack when it sent one)."""
+    text = str(err).strip().splitlines()
+    return "\nLast Spark Connect output:\n" + "\n".join(text[-lines:]) if len(text) > 1 else ""

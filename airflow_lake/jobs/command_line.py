@@ -1,8 +1,10 @@
 """Command line of the runner: `<runner> OPERATION --spec JSON|@file`, as spark-submit runs it.
 
-The spec is validated before any SparkSession starts. The last line printed on success is
-`AIRFLOW_LAKE_RESULT <json metrics>`; on failure the last lines say what went wrong and the exit
-code tells how: 2 bad spec or data (fix and rerun), 3 commit conflict (retry), 1 anything else.
+The spec is validated before any SparkSession starts. The first line printed is
+`AIRFLOW_LAKE_STARTED {pid, pgid}`; the last line printed on success is `AIRFLOW_LAKE_RESULT <json
+metrics>`; on failure `AIRFLOW_LAKE_FAILED {exit_code, error, message}` then one line saying what went
+wrong, and the exit code tells how: 2 bad spec or data (fix and rerun), 3 commit conflict (retry), 1
+anything else (`airflow_lake.jobs.outcome`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_lake.jobs import registry
-from airflow_lake.lake.errors import LakeCommitConflict, LakeError, LakeSchemaError, LakeSpecError
-
-RESULT_PREFIX = "AIRFLOW_LAKE_RESULT "
-EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_FAILED = 2, 3, 1
+from airflow_lake.jobs.outcome import classify, result_line, started_line
+from airflow_lake.lake.errors import LakeError, LakeSpecError
 
 
 def load_spec(text: str) -> Any:
@@ -50,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, help="JSON object, or @file.json")
     args = parser.parse_args(argv)
     spark: Any = None
+    print(started_line(), flush=True)
     try:
         op = registry.get(args.operation)
         spec = load_spec(args.spec)
@@ -61,33 +62,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from airflow_lake.jobs.runner import run
 
         metrics = run(spark, args.operation, spec)
-        code, line = 0, RESULT_PREFIX + json.dumps(metrics, default=str)
-    except (LakeSpecError, LakeSchemaError) as err:
-        code, line = EXIT_BAD_INPUT, f"airflow-lake: {type(err).__name__}: {err}"
-    except LakeCommitConflict as err:
-        code, line = EXIT_CONFLICT, f"airflow-lake: {type(err).__name__} (retryable): {err}"
-    except LakeError as err:
-        code, line = EXIT_FAILED, f"airflow-lake: {type(err).__name__}: {err}"
-    except Exception as err:  # the traceback for whoever debugs it, then the one line that says what failed
-        traceback.print_exc()
-        code = EXIT_BAD_INPUT if _is_query_error(err) else EXIT_FAILED
-        line = f"airflow-lake: {type(err).__name__}: {_first_line(err)}"
+        code, lines = 0, [result_line(metrics)]
+    except Exception as err:
+        if not isinstance(err, LakeError):  # the traceback for whoever debugs it
+            traceback.print_exc()
+        failure = classify(err)
+        code, lines = failure.exit_code, [failure.machine_line(), failure.human_line()]
     if spark is not None:
         with contextlib.suppress(Exception):
             spark.stop()
-    print(line, file=sys.stdout if code == 0 else sys.stderr, flush=True)
+    for line in lines:
+        print(line, file=sys.stdout if code == 0 else sys.stderr, flush=True)
     return code
-
-
-def _is_query_error(err: BaseException) -> bool:
-    """Spark refused the user's SQL (unknown table or column, a syntax error): a user error, exit 2."""
-    try:
-        from pyspark.errors import AnalysisException
-    except ImportError:  # pragma: no cover - pyspark is a dependency
-        return False
-    return isinstance(err, AnalysisException)
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else repr(err)

@@ -54,3 +54,20 @@ def hash_partitioning(df: DataFrame) -> tuple[list[str], int] | None:
             return None  # a computed or projected-away key: not what the table's columns hash to
         columns.append(str(names[expression.exprId().id()]))
     return columns, int(partitioning.numPartitions())
+
+
+def hashed_into(df: DataFrame, columns: list[str], count: int) -> bool:
+    """Whether `df`'s rows are already hash-partitioned by exactly `columns` into `count` partitions.
+
+    Classic sessions read the plan's output partitioning. Over Spark Connect, where the plan objects are out
+    of reach, Spark answers by its own rule: a `repartition(count, columns)` on rows partitioned that way
+    is dropped from the physical plan (EnsureRequirements), so it adds no Exchange.
+    """
+    if getattr(df, "_explain_string", None) is None and hasattr(df, "_jdf"):
+        found = hash_partitioning(df)
+        return found is not None and found[1] == count and \
+            [c.lower() for c in found[0]] == [c.lower() for c in columns]
+    from pyspark.sql import functions as F
+
+    repartitioned = df.repartition(count, *[F.col(f"`{c}`") for c in columns])
+    return shuffles(plan_text(repartitioned)) == shuffles(plan_text(df))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from airflow_lake.lake.plans import hash_partitioning
+from airflow_lake.lake.plans import hashed_into
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -104,6 +104,4 @@ def _hashed_like_buckets(df: DataFrame, spec: TableSpec) -> bool:
     """Whether `df` is already hash-partitioned by exactly the bucket columns into the bucket count."""
     bucket = spec.bucket
     assert bucket is not None
-    found = hash_partitioning(df)
-    return found is not None and found[1] == bucket.count and \
-        [c.lower() for c in found[0]] == [c.lower() for c in bucket.columns]
+    return hashed_into(df, list(bucket.columns), bucket.count)

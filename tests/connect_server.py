@@ -1,0 +1,68 @@
+"""A real Spark Connect server for tests: `airflow-lake connect-server` (pyspark's jars) on a free loopback
+port, its Python workers running this interpreter; stopped by its PID."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.airflow_stack import free_port
+from tests.conftest import SHORT_JVM
+
+
+class ConnectServer:
+    """`start()` it, use `url`, `stop()` it (by PID)."""
+
+    def __init__(self, log: Path, master: str = "local[2]") -> None:
+        self.port = free_port()
+        self.url = f"sc://127.0.0.1:{self.port}"
+        self.log = log
+        self.master = master
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 180) -> ConnectServer:
+        env = dict(os.environ)
+        if env.get("JAVA_TOOL_OPTIONS") == SHORT_JVM:
+            del env["JAVA_TOOL_OPTIONS"]  # a long-lived server wants the optimising compiler
+        command = [sys.executable, "-m", "airflow_lake.cli", "connect-server", "--port", str(self.port),
+                   "--master", self.master, "--conf", "spark.ui.enabled=false",
+                   "--conf", "spark.sql.shuffle.partitions=4"]
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                         start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not self._listening():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the Spark Connect server did not start:\n{self.tail()}")
+            time.sleep(0.3)
+        return self
+
+    def _listening(self) -> bool:
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            return sock.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:]) if self.log.exists() else ""
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # Python workers the server left behind
