@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_lake.jobs.outcome import Outcome
 from airflow_lake.lake import LakeTable
 from tests.support import parquet_files_on_disk
 
@@ -37,6 +38,11 @@ def test_after_spark_started_the_last_line_still_says_what_went_wrong(tmp_path: 
     done = job("write", {"table": table, "source": {"path": str(wrong)}})
     assert done.returncode == 2
     assert last_line(done).startswith("airflow-lake: LakeSchemaError: schema mismatch"), done.stdout[-2000:]
+    outcome = Outcome()
+    for line in done.stdout.splitlines():
+        outcome.feed(line)
+    assert outcome.started is not None and outcome.started["pid"] > 0 and outcome.result is None
+    assert outcome.failure is not None and (outcome.failure.exit_code, outcome.failure.error) == (2, "LakeSchemaError")
     # a query Spark cannot analyse is the user's error too: exit 2, one line last
     done = job("write", {"table": table, "source": {"query": "SELECT * FROM no_such_table"}})
     assert done.returncode == 2, done.stdout[-2000:]

@@ -1,60 +1,29 @@
 """The core's write and read paths over Spark Connect: only DataFrame/SQL APIs, no py4j, no RDDs.
 
-Starts a real Spark Connect server from the pip package (local[2]) and runs the lake core as its client.
+Uses the run's real Spark Connect server (from the pip package, local[2]) and runs the lake core as its client.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from airflow_lake.lake import LakeTable
-from tests.support import SPARK_SUBMIT, parquet_files_on_disk
+from tests.connect_server import ConnectServer
+from tests.support import parquet_files_on_disk
 
 pytestmark = pytest.mark.slow
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Spark Connect server; its URL."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("connect") / "server.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen(
-            [SPARK_SUBMIT, "--class", "org.apache.spark.sql.connect.service.SparkConnectServer", "--master",
-             "local[2]", "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.ui.enabled=false",
-             "spark-internal"],
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable}, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "Spark Connect server did not start"
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.5)
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
+@pytest.fixture
+def connect_url(connect_server: ConnectServer) -> str:
+    """The run's Spark Connect server (tests/connect_server.py)."""
+    return connect_server.url
 
 
 # The client runs in its own process: pyspark refuses a remote session next to the suite's classic one.
