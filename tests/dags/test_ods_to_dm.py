@@ -1,6 +1,8 @@
 """The example DAGs: they parse without pyspark; `airflow dags test` runs the ODS -> DM pipeline (with an
-out-of-order backfill of a dimension) and the maintenance DAG against
-local Spark; the DM and DWS tables equal an independent pandas computation over the generated inputs."""
+out-of-order backfill of a dimension) and the maintenance DAG over Spark Connect (a real server, local[2]);
+the DM and DWS tables equal an independent pandas computation over the generated inputs. (The same DAGs run
+through spark-submit in tests/dags/test_scheduler_trigger.py and on a standalone cluster in
+tests/dags/test_cluster_path.py, against the same oracle.)"""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pytest
 from airflow_lake.datagen import video
 from airflow_lake.lake import LakeTable
 from tests.conftest import ROOT
+from tests.connect_server import ConnectServer
 from tests.dags import video_oracle
 
 DAGS = ROOT / "dags"
@@ -77,6 +80,14 @@ def frame(table: LakeTable, columns: list[str]) -> pd.DataFrame:
     return data.sort_values(columns[:2] if "dt" not in columns else ["dt", "work_id"]).reset_index(drop=True)
 
 
+def committed(lake: Path, name: str, operation: str) -> list[dict[str, Any]]:
+    """Metrics (and upsert versions) of a table's commits of `operation`, oldest first: what each task did,
+    whichever path ran it."""
+    table = LakeTable.open(str(lake / name))
+    return [{**e.metrics, "versions": e.metadata.get("versions")} for e in table.entries_since(0)
+            if e.operation == operation]
+
+
 def contents(lake: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every plain table's rows, sorted: what a rerun must leave as it was."""
     out = {}
@@ -87,22 +98,26 @@ def contents(lake: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 @pytest.mark.slow
-def test_pipeline_and_maintenance_in_airflow_dags_test(tmp_path: Path) -> None:
-    env = airflow_env(tmp_path)
+def test_pipeline_and_maintenance_in_airflow_dags_test(tmp_path: Path, connect_server: ConnectServer) -> None:
+    host, port = connect_server.url.rsplit(":", 1)
+    env = {**airflow_env(tmp_path), "AIRFLOW_LAKE_SPARK_CONN_ID": "spark_connect_lake",
+           "AIRFLOW_CONN_SPARK_CONNECT_LAKE": json.dumps({"conn_type": "spark_connect", "host": host,
+                                                          "port": int(port)})}
     lake = tmp_path / "lake"
     subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, timeout=300, check=True)
     logs = [dags_test(env, "lake_ods_to_dm", day, {"events_per_day": EVENTS, "backfill_days": backfill})
             for day, backfill in RUNS]
+    assert all("over Spark Connect" in log and "Submitting" not in log for log in logs)  # no spark-submit
 
     # every step from DWD on is shuffle-free (the DAG would have failed otherwise; the metrics say so too)
-    by_table = {(m["table"].rsplit("/", 1)[-1], i): m for i, log in enumerate(logs) for m in results(log)}
     for name in ("dwd_works", "dws_work_daily", "dm_work_7d"):
-        for run in range(len(RUNS)):
-            metrics = by_table[(name, run)]
+        writes = committed(lake, name, "write")
+        assert len(writes) == len(RUNS), name
+        for metrics in writes:
             assert (metrics["query_exchanges"], metrics["write_exchanges"]) == (0, 0), (name, metrics)
-    upserts = [m for m in results(logs[1]) if m["operation"] == "versioned_upsert"]
-    assert sorted(v for m in upserts for v in m["versions"]) == sorted(
-        [20240102, 20240103] * 2)  # works and users: today's and the backfill day's batch, mapped
+    for name in ("ods_works", "ods_users"):  # today's batch, then today's and the backfill day's (mapped)
+        versions = [m["versions"] for m in committed(lake, name, "versioned_upsert")]
+        assert sorted(v for vs in versions for v in vs) == [20240101, 20240102, 20240103], (name, versions)
 
     expected = video_oracle.pipeline(RUNS, SIZES)
     dws_cols = ["work_id", "category", "author_id", "plays", "viewers", "vip_plays", "play_ms", "likes", "dt"]
@@ -122,11 +137,10 @@ def test_pipeline_and_maintenance_in_airflow_dags_test(tmp_path: Path) -> None:
     before = contents(lake)  # (a retry of cleared tasks: tests/dags/test_scheduler_trigger.py)
 
     # maintenance: the DM table has had 3 commits -> clustered in Z-order; dimensions compacted; clean
-    log = dags_test(env, "lake_maintenance", "2024-01-03", {"min_commits": 2, "target_file_bytes": 4096})
-    clustered = [m for m in results(log) if m["operation"] == "execute_clustering"]
+    dags_test(env, "lake_maintenance", "2024-01-03", {"min_commits": 2, "target_file_bytes": 4096})
+    clustered = committed(lake, "dm_work_7d", "execute_clustering")
     assert len(clustered) == 1 and clustered[0]["files_after"] < clustered[0]["files_before"], clustered
-    assert {m["table"].rsplit("/", 1)[-1] for m in results(log) if m["operation"] == "compact"} == \
-        {"ods_works", "ods_users"}
+    assert [len(committed(lake, name, "compact")) for name in ("ods_works", "ods_users")] == [1, 1]
     assert contents(lake) == before  # maintenance changes files, never rows
     dm = LakeTable.open(str(lake / "dm_work_7d"))
     files = dm.snapshot().files
