@@ -17,7 +17,7 @@ WORKDIR /opt/airflow-lake
 COPY pyproject.toml constraints.txt README.md ./
 COPY airflow_lake ./airflow_lake
 RUN pip install --no-cache-dir uv==0.13.8 \
-    && uv pip install --system --no-cache -c constraints.txt . psycopg2-binary==2.9.13 \
+    && uv pip install --system --no-cache --compile-bytecode -c constraints.txt . psycopg2-binary==2.9.13 \
     && python -c "import glob, os, pyspark; assert glob.glob(os.path.join(os.path.dirname(pyspark.__file__), 'jars', f'spark-core_*'))"
 
 COPY dags /opt/airflow/dags

@@ -1,0 +1,249 @@
+"""Benchmark: what a lake task costs through spark-submit vs over Spark Connect, against a bare spark-submit.
+
+1. Per task: a trivial lake operation (a 10-row write into a bucketed table) run by `LakeWriteOperator` as a
+   one-task DAG in `airflow dags test` — real Airflow; the task's own duration as Airflow records it — once
+   with a `spark` connection (local[2], one spark-submit per task) and once with a `spark_connect`
+   connection to a warm Spark Connect server (local[2]); the baseline, measured in the same
+   rounds, is a bare `spark-submit` of an empty PySpark job (a session started and stopped), timed whole.
+   Goals: Connect <= 2 s per task; the spark-submit path <= 1.2x the bare spark-submit.
+2. The example pipeline: `airflow dags test lake_ods_to_dm` (one day, 20,000 events) timed whole, both ways.
+
+    .venv/bin/python benchmarks/bench_connect.py --rounds 5 --pipeline-rounds 2
+
+The Spark Connect server is `airflow-lake connect-server` (started here, stopped by its PID at the end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import REPO, median, scratch_dir
+
+sys.path.insert(0, str(REPO))
+from airflow_lake.connect_server import server_command, server_environment
+
+AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+SPARK_SUBMIT = str(Path(sys.executable).with_name("spark-submit"))
+EMPTY_JOB = "from pyspark.sql import SparkSession\nSparkSession.builder.getOrCreate().stop()\n"
+# The same Spark work as the lake write (read the rows, 4 hash partitions on id sorted, write Parquet), without us.
+PLAIN_JOB = """
+import sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+rows = spark.read.parquet(sys.argv[1]).repartition(4, "id").sortWithinPartitions("id")
+rows.write.mode("append").parquet(sys.argv[2])
+spark.stop()
+"""
+
+# The one-task DAG `airflow dags test` runs (real Airflow: the task runner, XCom, asset events); the operator
+# notes how long its `execute` took (the lake operation through the operator, without Airflow's own start-up).
+TASK_DAG = """
+import os, time
+import pendulum
+from airflow.sdk import DAG
+from airflow_lake.operators.write import LakeWriteOperator
+
+class TimedWrite(LakeWriteOperator):
+    def execute(self, context):
+        started = time.perf_counter()
+        out = super().execute(context)
+        with open(os.environ["BENCH_TIMES"], "a") as times:
+            times.write(f"{time.perf_counter() - started}\\n")
+        return out
+
+with DAG(dag_id="bench_task", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
+    TimedWrite(task_id="write", table=os.environ["BENCH_TABLE"], source_path=os.environ["BENCH_SOURCE"],
+               conn_id=os.environ["BENCH_CONN_ID"])
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """A Spark Connect server started with the product's own command; stopped by its PID."""
+
+    def __init__(self, work: Path) -> None:
+        self.port = free_port()
+        command = server_command(self.port, "127.0.0.1", "local[2]", ["spark.ui.enabled=false"])
+        self.log = work / "connect-server.log"
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(command, env=server_environment(), stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        deadline = time.monotonic() + 180
+        while True:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("Spark Connect server did not start:\n" + self.log.read_text()[-3000:])
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def environment(home: Path, lake: Path, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_TOOL_OPTIONS"}
+    env.update({
+        "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"), "SPARK_LOCAL_IP": "127.0.0.1",
+        "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[2]"}',
+        "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps({"conn_type": "spark_connect", "host": "sc://127.0.0.1",
+                                                          "port": port}),
+        "AIRFLOW_LAKE_ROOT": str(lake / "tables"), "AIRFLOW_LAKE_LANDING": str(lake / "landing"),
+        "AIRFLOW_LAKE_PIPELINE_SCHEDULE": "", "PYSPARK_PYTHON": sys.executable,
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+    })
+    return env
+
+
+def migrate(env: dict[str, str]) -> None:
+    subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, check=True, timeout=600)
+
+
+def task_seconds(env: dict[str, str], conn_id: str, table: str, source: str, day: int) -> tuple[float, float]:
+    """Run the one-task DAG with `airflow dags test`: (the operator's execute, the task's duration in Airflow)."""
+    times = Path(env["AIRFLOW_HOME"]) / "execute-times.txt"
+    times.unlink(missing_ok=True)
+    run_env = {**env, "BENCH_TABLE": table, "BENCH_SOURCE": source, "BENCH_CONN_ID": conn_id,
+               "BENCH_TIMES": str(times)}
+    logical = (dt.date(2024, 1, 1) + dt.timedelta(days=day)).isoformat()
+    done = subprocess.run([AIRFLOW, "dags", "test", "bench_task", logical], env=run_env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    if done.returncode != 0 or not times.exists():
+        raise RuntimeError(f"task on {conn_id} failed:\n{(done.stdout + done.stderr)[-4000:]}")
+    with sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db") as db:
+        state, seconds = db.execute("SELECT state, duration FROM task_instance WHERE dag_id = 'bench_task' "
+                                    "ORDER BY end_date DESC LIMIT 1").fetchone()
+    if state != "success":
+        raise RuntimeError(f"task on {conn_id} ended {state}:\n{done.stdout[-4000:]}")
+    return float(times.read_text().split()[-1]), float(seconds)
+
+
+def bare_seconds(env: dict[str, str], job: Path, *args: str) -> float:
+    """A spark-submit of `job`, timed whole."""
+    started = time.perf_counter()
+    subprocess.run([SPARK_SUBMIT, "--master", "local[2]", str(job), *args], env=env, capture_output=True,
+                   check=True, timeout=600)
+    return time.perf_counter() - started
+
+
+def per_task(work: Path, port: int, rounds: int) -> dict[str, list[float]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dags = work / "task-dags"
+    dags.mkdir()
+    (dags / "bench_task.py").write_text(TASK_DAG)
+    env = {**environment(work / "airflow-tasks", work / "lake", port), "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
+    migrate(env)
+    source = work / "rows.parquet"
+    pq.write_table(pa.table({"id": list(range(10)), "v": [float(i) for i in range(10)]}), source)
+    job, plain = work / "empty_job.py", work / "plain_job.py"
+    job.write_text(EMPTY_JOB)
+    plain.write_text(PLAIN_JOB)
+    from airflow_lake.lake import LakeTable
+
+    tables = {}
+    for way in ("spark_default", "spark_connect_default"):
+        tables[way] = str(work / "lake" / f"t_{way}")
+        LakeTable.create(tables[way], {"schema": "id BIGINT, v DOUBLE", "bucket": {"columns": ["id"], "count": 4}})
+    # warm-up (not counted): the server's first session (it checks the workers' airflow_lake), the OS caches
+    task_seconds(env, "spark_connect_default", tables["spark_connect_default"], str(source), 0)
+    bare_seconds(env, job)
+    out: dict[str, list[float]] = {name: [] for name in (
+        "bare spark-submit: empty job", "bare spark-submit: the same write in plain PySpark",
+        "spark-submit path: operator execute", "spark-submit path: Airflow task duration",
+        "Spark Connect path: operator execute", "Spark Connect path: Airflow task duration")}
+    for r in range(rounds):
+        out["bare spark-submit: empty job"].append(bare_seconds(env, job))
+        out["bare spark-submit: the same write in plain PySpark"].append(
+            bare_seconds(env, plain, str(source), str(work / "plain-out")))
+        for way, conn_id, day in (("spark-submit path", "spark_default", 2 * r + 1),
+                                  ("Spark Connect path", "spark_connect_default", 2 * r + 2)):
+            execute, duration = task_seconds(env, conn_id, tables[conn_id], str(source), day)
+            out[f"{way}: operator execute"].append(execute)
+            out[f"{way}: Airflow task duration"].append(duration)
+        print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in out.items()), flush=True)
+    return out
+
+
+def pipeline(work: Path, port: int, rounds: int, events: int) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {"spark-submit path": [], "Spark Connect path": []}
+    for r in range(rounds):
+        for way, conn_id in (("spark-submit path", "spark_default"), ("Spark Connect path", "spark_connect_default")):
+            base = work / f"pipeline-{r}-{conn_id}"
+            env = {**environment(base / "airflow", base / "lake", port), "AIRFLOW_LAKE_SPARK_CONN_ID": conn_id}
+            migrate(env)
+            started = time.perf_counter()
+            done = subprocess.run([AIRFLOW, "dags", "test", "lake_ods_to_dm", "2024-01-01", "-c",
+                                   json.dumps({"events_per_day": events})], env=env, capture_output=True, text=True,
+                                  timeout=1800, check=False)
+            seconds = time.perf_counter() - started
+            if done.returncode != 0 or "Marking task as FAILED" in done.stdout + done.stderr:
+                raise RuntimeError(f"pipeline on {conn_id} failed:\n{(done.stdout + done.stderr)[-4000:]}")
+            out[way].append(seconds)
+            print(f"pipeline round {r + 1}: {way} {seconds:.1f} s", flush=True)
+    return out
+
+
+def report(tasks: dict[str, list[float]], runs: dict[str, list[float]], events: int) -> str:
+    empty = median(tasks["bare spark-submit: empty job"])
+    same = median(tasks["bare spark-submit: the same write in plain PySpark"])
+    lines = ["| per task: a 10-row write into a 4-bucket table | median (s) | min - max (s) | ÷ empty job "
+             "| ÷ same write in plain PySpark |", "|---|---|---|---|---|"]
+    for name, values in tasks.items():
+        lines.append(f"| {name} | {median(values):.2f} | {min(values):.2f} - {max(values):.2f} | "
+                     f"{median(values) / empty:.2f} | {median(values) / same:.2f} |")
+    if runs:
+        submit = median(runs["spark-submit path"])
+        lines += ["", f"| example pipeline (`airflow dags test lake_ods_to_dm`, {events:,} events) | median (s) | "
+                      "min - max (s) | ÷ spark-submit path |", "|---|---|---|---|"]
+        for name, values in runs.items():
+            lines.append(f"| {name} | {median(values):.1f} | {min(values):.1f} - {max(values):.1f} | "
+                         f"{median(values) / submit:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pipeline-rounds", type=int, default=2, help="0 skips the pipeline")
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    with scratch_dir("bench-connect-") as work:
+        server = Server(work)
+        try:
+            tasks = per_task(work, server.port, args.rounds)
+            runs = pipeline(work, server.port, args.pipeline_rounds, args.events) if args.pipeline_rounds else {}
+        finally:
+            server.stop()
+    text = report(tasks, runs, args.events)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
