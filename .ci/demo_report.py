@@ -22,10 +22,11 @@ SAMPLE_FILTERS = [["category", "=", "music"], ["plays_7d", ">=", 20]]
 
 
 def results(log: str) -> list[dict[str, Any]]:
+    """The metrics each lake task logged (`AIRFLOW_LAKE_METRICS`: spark-submit and Spark Connect alike)."""
     out = []
     for line in Path(log).read_text(encoding="utf-8").splitlines():
-        if "AIRFLOW_LAKE_RESULT " in line:
-            out.append(json.loads(line.split("AIRFLOW_LAKE_RESULT ", 1)[1].rsplit("}", 1)[0] + "}"))
+        if "AIRFLOW_LAKE_METRICS " in line:
+            out.append(json.loads(line.split("AIRFLOW_LAKE_METRICS ", 1)[1].rsplit("}", 1)[0] + "}"))
     return out
 
 

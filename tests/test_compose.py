@@ -15,7 +15,7 @@ import yaml
 from tests.conftest import ROOT
 
 AIRFLOW = ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
-SPARK = ("spark-master", "spark-worker-1", "spark-worker-2")
+SPARK = ("spark-master", "spark-worker-1", "spark-worker-2", "spark-connect")
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +76,17 @@ def test_services_have_health_checks_and_the_workers_join_the_master(compose: di
         command = services[name]["command"]
         assert command[1] == "org.apache.spark.deploy.worker.Worker" and command[-1] == "spark://spark-master:7077"
         assert services[name]["depends_on"]["spark-master"]["condition"] == "service_healthy"
+
+
+def test_a_spark_connect_server_on_the_cluster_behind_spark_connect_default(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    server = services["spark-connect"]
+    command = server["command"]
+    assert command[:2] == ["airflow-lake", "connect-server"] and "0.0.0.0" in command
+    assert command[command.index("--master") + 1] == "spark://spark-master:7077" and "spark.cores.max=2" in command
+    assert server["depends_on"]["spark-master"]["condition"] == "service_healthy" and server["healthcheck"]["test"]
+    for name in AIRFLOW:
+        env = services[name]["environment"]
+        conn = yaml.safe_load(env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"])
+        assert (conn["conn_type"], conn["host"], conn["port"]) == ("spark_connect", "sc://spark-connect", 15002)
+        assert env["AIRFLOW_LAKE_SPARK_CONN_ID"] in ("spark_default", "spark_connect_default")

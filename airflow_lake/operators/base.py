@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any, ClassVar
@@ -62,6 +63,8 @@ class LakeOperator(BaseOperator):
         spec = {"table": self.table, **self.build_spec(context), "request_id": self.request_id(context)}
         metrics = self.hook.submit(self.operation, spec)
         self.log.info("%s on %s: %s", self.operation, self.table, json_line(metrics))
+        # one line for programs that read task logs (the demo's report), whichever path ran the operation
+        self.log.info("%s%s", METRICS_PREFIX, json.dumps(metrics, default=str))
         self.emit_asset_event(context, metrics)
         return metrics
 
@@ -78,6 +81,9 @@ class LakeOperator(BaseOperator):
         """Kill the running spark-submit."""
         if "hook" in self.__dict__:
             self.hook.on_kill()
+
+
+METRICS_PREFIX = "AIRFLOW_LAKE_METRICS "
 
 
 def json_line(metrics: Mapping[str, Any]) -> str:
