@@ -1,7 +1,8 @@
 """Benchmark: what a lake task costs through spark-submit vs over Spark Connect, against a bare spark-submit.
 
-1. Per task: a trivial lake operation (a 10-row write into a bucketed table) run by `LakeWriteOperator` as a
-   one-task DAG in `airflow dags test` — real Airflow; the task's own duration as Airflow records it — once
+1. Per task: a trivial lake operation (a 10-row write into a bucketed table by `LakeWriteOperator`, and a no-op:
+   `ExecuteClusteringOperator` with no pending plan, which still starts Spark) as a one-task DAG in
+   `airflow dags test` — real Airflow; the operator's `execute` and the task's duration in Airflow — once
    with a `spark` connection (local[2], one spark-submit per task) and once with a `spark_connect`
    connection to a warm Spark Connect server (local[2]); the baseline, measured in the same
    rounds, is a bare `spark-submit` of an empty PySpark job (a session started and stopped), timed whole.
@@ -52,19 +53,25 @@ TASK_DAG = """
 import os, time
 import pendulum
 from airflow.sdk import DAG
+from airflow_lake.operators.clustering import ExecuteClusteringOperator
 from airflow_lake.operators.write import LakeWriteOperator
 
-class TimedWrite(LakeWriteOperator):
-    def execute(self, context):
-        started = time.perf_counter()
-        out = super().execute(context)
-        with open(os.environ["BENCH_TIMES"], "a") as times:
-            times.write(f"{time.perf_counter() - started}\\n")
-        return out
+def timed(cls):
+    class Timed(cls):
+        def execute(self, context):
+            started = time.perf_counter()
+            out = super().execute(context)
+            with open(os.environ["BENCH_TIMES"], "a") as times:
+                times.write(f"{time.perf_counter() - started}\\n")
+            return out
+    return Timed
 
-with DAG(dag_id="bench_task", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
-    TimedWrite(task_id="write", table=os.environ["BENCH_TABLE"], source_path=os.environ["BENCH_SOURCE"],
-               conn_id=os.environ["BENCH_CONN_ID"])
+with DAG(dag_id="bench_write", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
+    timed(LakeWriteOperator)(task_id="task", table=os.environ["BENCH_TABLE"], source_path=os.environ["BENCH_SOURCE"],
+                             conn_id=os.environ["BENCH_CONN_ID"])
+with DAG(dag_id="bench_noop", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
+    timed(ExecuteClusteringOperator)(task_id="task", table=os.environ["BENCH_TABLE"],
+                                     conn_id=os.environ["BENCH_CONN_ID"])
 """
 
 
@@ -121,20 +128,21 @@ def migrate(env: dict[str, str]) -> None:
     subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, check=True, timeout=600)
 
 
-def task_seconds(env: dict[str, str], conn_id: str, table: str, source: str, day: int) -> tuple[float, float]:
-    """Run the one-task DAG with `airflow dags test`: (the operator's execute, the task's duration in Airflow)."""
+def task_seconds(env: dict[str, str], dag_id: str, conn_id: str, table: str, *, source: str,
+                 day: int) -> tuple[float, float]:
+    """Run a one-task DAG with `airflow dags test`: (the operator's execute, the task's duration in Airflow)."""
     times = Path(env["AIRFLOW_HOME"]) / "execute-times.txt"
     times.unlink(missing_ok=True)
     run_env = {**env, "BENCH_TABLE": table, "BENCH_SOURCE": source, "BENCH_CONN_ID": conn_id,
                "BENCH_TIMES": str(times)}
     logical = (dt.date(2024, 1, 1) + dt.timedelta(days=day)).isoformat()
-    done = subprocess.run([AIRFLOW, "dags", "test", "bench_task", logical], env=run_env, capture_output=True,
+    done = subprocess.run([AIRFLOW, "dags", "test", dag_id, logical], env=run_env, capture_output=True,
                           text=True, timeout=600, check=False)
     if done.returncode != 0 or not times.exists():
         raise RuntimeError(f"task on {conn_id} failed:\n{(done.stdout + done.stderr)[-4000:]}")
     with sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db") as db:
-        state, seconds = db.execute("SELECT state, duration FROM task_instance WHERE dag_id = 'bench_task' "
-                                    "ORDER BY end_date DESC LIMIT 1").fetchone()
+        state, seconds = db.execute("SELECT state, duration FROM task_instance WHERE dag_id = ? "
+                                    "ORDER BY end_date DESC LIMIT 1", (dag_id,)).fetchone()
     if state != "success":
         raise RuntimeError(f"task on {conn_id} ended {state}:\n{done.stdout[-4000:]}")
     return float(times.read_text().split()[-1]), float(seconds)
@@ -169,21 +177,25 @@ def per_task(work: Path, port: int, rounds: int) -> dict[str, list[float]]:
         tables[way] = str(work / "lake" / f"t_{way}")
         LakeTable.create(tables[way], {"schema": "id BIGINT, v DOUBLE", "bucket": {"columns": ["id"], "count": 4}})
     # warm-up (not counted): the server's first session (it checks the workers' airflow_lake), the OS caches
-    task_seconds(env, "spark_connect_default", tables["spark_connect_default"], str(source), 0)
+    task_seconds(env, "bench_write", "spark_connect_default", tables["spark_connect_default"], source=str(source),
+                 day=0)
     bare_seconds(env, job)
     out: dict[str, list[float]] = {name: [] for name in (
         "bare spark-submit: empty job", "bare spark-submit: the same write in plain PySpark",
-        "spark-submit path: operator execute", "spark-submit path: Airflow task duration",
-        "Spark Connect path: operator execute", "Spark Connect path: Airflow task duration")}
+        "spark-submit path: write, operator execute", "spark-submit path: write, Airflow task duration",
+        "Spark Connect path: write, operator execute", "Spark Connect path: write, Airflow task duration",
+        "spark-submit path: no-op, operator execute", "Spark Connect path: no-op, operator execute")}
     for r in range(rounds):
         out["bare spark-submit: empty job"].append(bare_seconds(env, job))
         out["bare spark-submit: the same write in plain PySpark"].append(
             bare_seconds(env, plain, str(source), str(work / "plain-out")))
         for way, conn_id, day in (("spark-submit path", "spark_default", 2 * r + 1),
                                   ("Spark Connect path", "spark_connect_default", 2 * r + 2)):
-            execute, duration = task_seconds(env, conn_id, tables[conn_id], str(source), day)
-            out[f"{way}: operator execute"].append(execute)
-            out[f"{way}: Airflow task duration"].append(duration)
+            execute, duration = task_seconds(env, "bench_write", conn_id, tables[conn_id], source=str(source), day=day)
+            out[f"{way}: write, operator execute"].append(execute)
+            out[f"{way}: write, Airflow task duration"].append(duration)
+            execute, _ = task_seconds(env, "bench_noop", conn_id, tables[conn_id], source=str(source), day=day)
+            out[f"{way}: no-op, operator execute"].append(execute)
         print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in out.items()), flush=True)
     return out
 
@@ -210,7 +222,8 @@ def pipeline(work: Path, port: int, rounds: int, events: int) -> dict[str, list[
 def report(tasks: dict[str, list[float]], runs: dict[str, list[float]], events: int) -> str:
     empty = median(tasks["bare spark-submit: empty job"])
     same = median(tasks["bare spark-submit: the same write in plain PySpark"])
-    lines = ["| per task: a 10-row write into a 4-bucket table | median (s) | min - max (s) | ÷ empty job "
+    lines = ["| per task: a 10-row write into a 4-bucket table; a no-op (clustering, no plan) | median (s) "
+             "| min - max (s) | ÷ empty job "
              "| ÷ same write in plain PySpark |", "|---|---|---|---|---|"]
     for name, values in tasks.items():
         lines.append(f"| {name} | {median(values):.2f} | {min(values):.2f} - {max(values):.2f} | "
