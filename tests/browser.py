@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -41,11 +42,28 @@ def login(driver: Any, stack: AirflowStack) -> None:
     password = json.loads((stack.home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
     driver.get(stack.url + "/")
     wait = WebDriverWait(driver, 60)
-    user_box = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "input[name='username']")))
+    user_box = wait.until(while_navigating(ec.presence_of_element_located(
+        (By.CSS_SELECTOR, "input[name='username']"))))
     user_box.send_keys("admin")
     driver.find_element(By.CSS_SELECTOR, "input[name='password']").send_keys(password)
     driver.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
-    wait.until(lambda d: d.get_cookie("_token") is not None)
+    wait.until(while_navigating(lambda d: d.get_cookie("_token") is not None))
+
+
+def while_navigating(condition: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`condition` for a page that may still be redirecting (the UI sends "/" on to its login page): a lookup
+    that the navigation aborts counts as "not yet", not as a failure."""
+    from selenium.common.exceptions import WebDriverException
+
+    def check(driver: Any) -> Any:
+        try:
+            return condition(driver)
+        except WebDriverException as err:
+            if "aborted by navigation" in str(err) or "target navigated or closed" in str(err):
+                return False
+            raise
+
+    return check
 
 
 def open_trigger_form(driver: Any, stack: AirflowStack, dag_id: str) -> None:
@@ -56,8 +74,9 @@ def open_trigger_form(driver: Any, stack: AirflowStack, dag_id: str) -> None:
 
     driver.get(f"{stack.url}/dags/{dag_id}")
     wait = WebDriverWait(driver, 60)
-    wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "button[aria-label='Trigger Dag']"))).click()
-    wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "[name^='element_']")))
+    wait.until(while_navigating(ec.element_to_be_clickable(
+        (By.CSS_SELECTOR, "button[aria-label='Trigger Dag']")))).click()
+    wait.until(while_navigating(ec.presence_of_element_located((By.CSS_SELECTOR, "[name^='element_']"))))
 
 
 def set_param(driver: Any, name: str, text: str) -> None:
