@@ -7,7 +7,7 @@
   key a column `stats_<i>`, a struct `{min, max, nulls}` that is null where the file has no stats for it
   (`stats_columns.py`);
 * then one row per tombstone: `path`, `removed_seq`, `removed_at` (the other columns null);
-* the small rest of the state (spec, the instant / request / rollback indexes, `cleaned_before`,
+* the small rest of the state (spec, the instant / request / rollback / upsert version indexes, `cleaned_before`,
   `completed_at`, `seq`, the stats keys and how their values are typed) as JSON in the file's key-value
   metadata under `lake.state`, with its CRC-32 under `lake.state.crc32`.
 
@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from airflow_lake.lake import paths
 from airflow_lake.lake.files import DataFile
-from airflow_lake.lake.state import TableState
+from airflow_lake.lake.state import TableState, versions_from_pairs, versions_to_pairs
 from airflow_lake.lake.stats_columns import UNREADABLE, LazyStats, StatsColumns, StatsOf, column_name, stats_arrays
 from airflow_lake.lake.storage import Storage
 
@@ -84,6 +84,8 @@ def encode(state: TableState) -> bytes:
         "cleaned_before": state.cleaned_before, "completed_at": state.completed_at,
         "files": len(files), "tombstones": len(tombstones), "stats": keys,
     }
+    if state.versions is not None:
+        meta["versions"] = versions_to_pairs(state.versions)
     text = json.dumps(meta, separators=(",", ":"), sort_keys=True, default=str).encode()
     table = pa.Table.from_arrays(list(columns.values()), names=list(columns))
     table = table.replace_schema_metadata({STATE_KEY: text, CRC_KEY: str(zlib.crc32(text)).encode()})
@@ -173,7 +175,8 @@ def decode(data: bytes, recover: Callable[[], StatsOf] | None = None) -> TableSt
         tombstones = {path: [removed_seq[i], removed_at[i]] for i, path in enumerate(path_list[n_files:])}
     return TableState(int(meta["seq"]), str(meta["instant"]), dict(meta["spec"]), files, tombstones,
                       dict(meta["instants"]), dict(meta["requests"]), dict(meta["rolled_back"]),
-                      int(meta["cleaned_before"]), float(meta["completed_at"]))
+                      int(meta["cleaned_before"]), float(meta["completed_at"]),
+                      versions_from_pairs(meta.get("versions")))  # absent: written before the index
 
 
 @contextmanager

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from functools import partial
 
 from airflow_lake.lake import checkpoints, paths
-from airflow_lake.lake.errors import LakeSnapshotNotFound, LakeTableNotFound
+from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound, LakeTableNotFound
 from airflow_lake.lake.files import ColumnStats, DataFile
 from airflow_lake.lake.log import CommitLog
 from airflow_lake.lake.spec import TableSpec, stored_spec
-from airflow_lake.lake.state import TableState
+from airflow_lake.lake.state import TableState, upsert_versions
 from airflow_lake.lake.storage import Storage
 
 __all__ = ["Snapshot", "SnapshotResolver", "TableState", "files_in_partitions", "snapshot_of"]
@@ -107,13 +107,28 @@ class SnapshotResolver:
 
     def _read_checkpoint(self, seq: int, fmt: str) -> TableState | None:
         try:
-            return checkpoints.read(self.storage, seq, fmt, recover=partial(self._stats_at, seq))
+            state = checkpoints.read(self.storage, seq, fmt, recover=partial(self._stats_at, seq))
         except FileNotFoundError:
             return None
         except checkpoints.UNREADABLE as err:
             log.warning("checkpoint %s is unreadable (%s: %s); using an older one or the log",
                         paths.checkpoint_file(seq, fmt), type(err).__name__, err)
             return None
+        if state.versions is None:  # written before the version index: build it once from the log
+            state.versions = self._versions_upto(seq)
+        return state
+
+    def _versions_upto(self, seq: int) -> dict[int, int] | None:
+        """The upsert version index after entry `seq`, from the log; None if the log cannot give it."""
+        versions: dict[int, int] = {}
+        try:
+            for entry in self.commit_log.entries(-1, seq):
+                for version in upsert_versions(entry):
+                    versions[version] = entry.seq
+        except LakeError as err:
+            log.warning("no upsert version index before entry %d (%s): upserts will read the log for it", seq, err)
+            return None
+        return versions
 
     def _stats_at(self, seq: int) -> dict[str, Mapping[str, ColumnStats]]:
         """The stats of the files live after `seq`, without checkpoint `seq` (whose stats are unreadable)."""

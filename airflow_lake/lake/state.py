@@ -1,8 +1,8 @@
 """`TableState`: the fold of completed log entries after some sequence number.
 
 The state holds the table spec, the live files, the removed files not yet cleaned, and indexes
-(instant -> seq, request id -> seq, rolled-back instant -> seq). Snapshots freeze it
-(`snapshot.py`); checkpoints store it (`checkpoints.py`).
+(instant -> seq, request id -> seq, rolled-back instant -> seq, upsert version -> seq of the upsert that
+applied it). Snapshots freeze it (`snapshot.py`); checkpoints store it (`checkpoints.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.log import LogEntry
 
 JSON_FORMAT = 1  # the JSON form of `to_dict`, which checkpoints used before they were Parquet
+UPSERT_ACTION = "upsert"  # entries whose metadata `versions` the version index records (`upsert/versions.py`)
 
 
 @dataclass
@@ -35,6 +36,9 @@ class TableState:
     rolled_back: dict[str, int] = field(default_factory=dict)  # instant -> seq of its rollback
     cleaned_before: int = 0  # snapshots before this seq may miss cleaned files
     completed_at: float = 0.0
+    # version -> seq of the upsert entry that applied it (a later replacing upsert wins); None: not known
+    # (a state read from a checkpoint written before the index: `SnapshotResolver` rebuilds it from the log)
+    versions: dict[int, int] | None = field(default_factory=dict)
 
     def apply(self, entry: LogEntry) -> None:
         """Fold one entry into the state."""
@@ -60,6 +64,9 @@ class TableState:
             self.instants[completes] = entry.seq
         if entry.request_id:
             self.requests[entry.request_id] = entry.seq
+        if self.versions is not None:
+            for version in upsert_versions(entry):
+                self.versions[version] = entry.seq
         self.seq = entry.seq
         self.instant = entry.instant
         self.completed_at = entry.completed_at
@@ -68,7 +75,8 @@ class TableState:
         """A copy that folding more entries does not change."""
         return TableState(self.seq, self.instant, dict(self.spec), dict(self.files),
                           dict(self.tombstones), dict(self.instants), dict(self.requests),
-                          dict(self.rolled_back), self.cleaned_before, self.completed_at)
+                          dict(self.rolled_back), self.cleaned_before, self.completed_at,
+                          None if self.versions is None else dict(self.versions))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the legacy checkpoint format; also handy for tools)."""
@@ -77,6 +85,7 @@ class TableState:
             "files": [f.to_dict() for f in self.files.values()], "tombstones": self.tombstones,
             "instants": self.instants, "requests": self.requests, "rolled_back": self.rolled_back,
             "cleaned_before": self.cleaned_before, "completed_at": self.completed_at,
+            **({} if self.versions is None else {"versions": versions_to_pairs(self.versions)}),
         }
 
     @classmethod
@@ -85,7 +94,25 @@ class TableState:
         files = (DataFile.from_dict(f) for f in raw["files"])
         return cls(int(raw["seq"]), raw["instant"], dict(raw["spec"]), {f.path: f for f in files},
                    dict(raw["tombstones"]), dict(raw["instants"]), dict(raw["requests"]),
-                   dict(raw["rolled_back"]), int(raw["cleaned_before"]), float(raw["completed_at"]))
+                   dict(raw["rolled_back"]), int(raw["cleaned_before"]), float(raw["completed_at"]),
+                   versions_from_pairs(raw.get("versions")))
+
+
+def upsert_versions(entry: LogEntry) -> list[int]:
+    """The versions an upsert entry applied (none for other entries)."""
+    if entry.action != UPSERT_ACTION:
+        return []
+    return [int(v) for v in entry.metadata.get("versions") or ()]
+
+
+def versions_to_pairs(versions: Mapping[int, int]) -> list[list[int]]:
+    """The version index as JSON can hold it (object keys are strings; versions are 64-bit integers)."""
+    return [[version, seq] for version, seq in sorted(versions.items())]
+
+
+def versions_from_pairs(pairs: Any) -> dict[int, int] | None:
+    """Inverse of `versions_to_pairs`; None when a stored state predates the index."""
+    return None if pairs is None else {int(version): int(seq) for version, seq in pairs}
 
 
 def _stamp_bucketing(files: dict[str, DataFile], spec: Mapping[str, Any]) -> None:

@@ -23,6 +23,7 @@ from airflow_lake.lake.log import LogEntry
 from airflow_lake.lake.spark_schema import conform
 from airflow_lake.lake.spec import Column as SpecColumn
 from airflow_lake.lake.spec import TableSpec
+from airflow_lake.lake.state import UPSERT_ACTION
 from airflow_lake.lake.upsert import versions as versions_module
 from airflow_lake.lake.upsert.physical import delta_rows, physical_spec, value_columns
 from airflow_lake.lake.writer import write_dataframe
@@ -73,7 +74,7 @@ def versioned_upsert(table: LakeTable, df: DataFrame, *, version: Any = None, ve
             raise LakeSpecError("version", "the upsert has no version.", "Give `version` (e.g. a batch number or "
                                 "'{{ ds_nodash }}'), or `version_column` naming a column of the source.")
     present, conformed, version_expr = _conform(df, spec, column, fixed)
-    txn = table.begin(versions_module.UPSERT_ACTION, OPERATION, request_id=request_id,
+    txn = table.begin(UPSERT_ACTION, OPERATION, request_id=request_id,
                       metadata={"columns": present})
     try:
         observation = Observation(f"upsert_{txn.instant}")
@@ -152,7 +153,7 @@ def _conform(df: DataFrame, spec: TableSpec, version_column: str | None, fixed: 
 def _resolve_clash(table: LakeTable, versions: list[int], present: list[str], fingerprint: str, replace: bool
                    ) -> tuple[list[str], LogEntry | None]:
     """(files to remove, an identical earlier upsert) for an upsert of `versions` (see `versions.py`)."""
-    live = versions_module.applied(table)
+    live = versions_module.applied(table, versions)
     clashing = {live[v].entry.seq: live[v] for v in versions if v in live}
     if not clashing:
         return [], None
