@@ -3,10 +3,16 @@ triggered over the REST API with a `conf` as the UI's trigger form sends it; its
 `lake_maintenance`, whose deferrable sensor waits in the triggerer until a second run commits — triggered by a
 person in headless Chromium through the DAG's trigger form, after reading the Lake page; a cleared task that
 runs again leaves the tables as they were; a bad `conf` is refused (over REST and in the form) before any
-task runs."""
+task runs.
+
+The lake tasks run, in the LocalExecutor's task processes, over the test run's Spark Connect server (the
+example DAGs' `AIRFLOW_LAKE_SPARK_CONN_ID`): what is under test here is Airflow's side. The same pipeline
+through spark-submit runs in tests/dags/test_cluster_path.py (a standalone cluster) and, task by task, in
+the operator tests."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -20,6 +26,7 @@ from airflow_lake.lake import LakeTable
 from tests.airflow_stack import AirflowStack
 from tests.browser import ARTIFACTS, browser, login, open_trigger_form, set_param, submit_trigger
 from tests.conftest import ROOT
+from tests.connect_server import ConnectServer
 from tests.dags import video_oracle
 
 EVENTS = 2000
@@ -106,11 +113,14 @@ def table_rows(lake: Path) -> dict[str, list[Any]]:
 
 
 @pytest.mark.slow
-def test_trigger_over_rest_assets_and_deferrable_maintenance(tmp_path: Path) -> None:
+def test_trigger_over_rest_assets_and_deferrable_maintenance(tmp_path: Path, connect_server: ConnectServer) -> None:
     lake = tmp_path / "lake"
+    host, port = connect_server.url.rsplit(":", 1)
     env = {**os.environ, "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "AIRFLOW_LAKE_ROOT": str(lake),
            "AIRFLOW_LAKE_LANDING": str(tmp_path / "landing"), "AIRFLOW_LAKE_PIPELINE_SCHEDULE": "",
-           "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[2]"}'}
+           "AIRFLOW_LAKE_SPARK_CONN_ID": "spark_connect_lake",
+           "AIRFLOW_CONN_SPARK_CONNECT_LAKE": json.dumps({"conn_type": "spark_connect", "host": host,
+                                                          "port": int(port)})}
     with AirflowStack(tmp_path / "airflow", env) as stack:
         stack.wait(lambda: all(stack.api.get(f"/api/v2/dags/{d}").status_code == 200 for d in (PIPELINE, MAINTENANCE)),
                    180, "the dag-processor to parse both DAGs")
@@ -126,6 +136,9 @@ def test_trigger_over_rest_assets_and_deferrable_maintenance(tmp_path: Path) -> 
         first = trigger(stack, PIPELINE, {"day": "2024-01-01", "events_per_day": EVENTS, "buckets": 8})
         wait_done(stack, PIPELINE, first)
         assert LakeTable.open(str(lake / "dwd_plays")).spec.bucket.count == 16  # 2 x the buckets Param
+        task_logs = "\n".join(f.read_text(errors="replace")
+                              for f in (stack.home / "logs").glob(f"dag_id={PIPELINE}/**/*.log"))
+        assert "over Spark Connect" in task_logs and "Submitting" not in task_logs  # the tasks ran as Connect clients
         # the DM commit's asset event, with the commit's metrics as extra, started the maintenance DAG
         query = {"order_by": "timestamp", "limit": 100}
         # (Airflow 3.3 answers 500 while a run its event created has not started: start_date None; ask again)
@@ -149,7 +162,12 @@ def test_trigger_over_rest_assets_and_deferrable_maintenance(tmp_path: Path) -> 
         second = ui_trigger(stack, lake)
         wait_done(stack, PIPELINE, second)
         wait_done(stack, MAINTENANCE, waiting)  # the trigger fired on the second commit: the sensor resumed
-        assert "1 triggers currently running" in stack.log_tail("triggerer", 200_000)  # it waited there
+        # it waited there: the triggerer wrote the trigger's own log beside the task's, polls and the event
+        sensor_logs = stack.home / "logs" / f"dag_id={MAINTENANCE}" / f"run_id={waiting}"
+        trigger_log = "\n".join(f.read_text(errors="replace")
+                                for f in sensor_logs.glob("task_id=wait_for_dm_commits/attempt=*.log.trigger.*.log"))
+        assert "1 of 2 commit(s) since last_clustering" in trigger_log and "Trigger fired event" in trigger_log, \
+            sorted(str(f) for f in sensor_logs.rglob("*"))
         assert task_state(stack, MAINTENANCE, waiting, "wait_for_dm_commits") == "success"
         dm = LakeTable.open(str(lake / "dm_work_7d"))
         assert [e.operation for e in dm.entries_since(0) if e.action == "replace"] == ["execute_clustering"]
