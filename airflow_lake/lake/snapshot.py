@@ -126,7 +126,8 @@ class SnapshotResolver:
                 for version in upsert_versions(entry):
                     versions[version] = entry.seq
         except LakeError as err:
-            log.warning("no upsert version index before entry %d (%s): upserts will read the log for it", seq, err)
+            log.warning("no upsert version index before entry %d (%s): an upsert will look its versions up in the "
+                        "whole log, and fail naming the entry it cannot read", seq, err)
             return None
         return versions
 
