@@ -5,11 +5,14 @@
     airflow-lake show /lake/sales [--as-of X] [--json]
     airflow-lake vacuum /lake/sales [--dry-run] [--older-than-hours H] [--json]
     airflow-lake plans /lake/sales [--json]
+    airflow-lake rollback /lake/sales [INSTANT ...] [--json]
     airflow-lake connect-server [--port 15002] [--master local[2]]   (a Spark Connect server for lake tasks)
 
 It works on metadata (the commit log, checkpoints and pending instants), so it needs neither Spark
-nor Airflow. Only `vacuum` changes anything: it deletes files no log entry holds. Errors print
-`airflow-lake: <message>` on stderr and exit with code 2.
+nor Airflow. Only `vacuum` and `rollback` change anything: `vacuum` deletes files no log entry holds,
+`rollback` rolls back the named pending instants (a clustering plan too; never a live writer) or, without
+ids, every pending instant whose writer died. Errors print `airflow-lake: <message>` on stderr and exit
+with code 2.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Callable, Sequence
 from airflow_lake import cli_format as fmt
 from airflow_lake import connect_server
 from airflow_lake.lake.errors import LakeError, LakeSpecError
+from airflow_lake.lake.instants import is_instant_id
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.reports import Data, files_data, plans_data, show_data, timeline_data, vacuum_data
 
@@ -79,12 +83,37 @@ def build_parser() -> argparse.ArgumentParser:
     vacuum.add_argument("--older-than-hours", dest="older_than_hours", type=_hours, default=None,
                         help="keep files modified more recently (default: the table property clean.retain.hours)")
     plans = commands.add_parser("plans", help="pending clustering plans and commits since the last clustering")
-    for sub in (timeline, files, show, vacuum, plans):
+    rollback = commands.add_parser("rollback", help="roll back the named pending instants (a clustering plan "
+                                                    "too), or without ids every one whose writer died")
+    for sub in (timeline, files, show, vacuum, plans, rollback):
         sub.add_argument("path", help="table path or URL")
         sub.add_argument("--json", action="store_true", help="print JSON instead of a text table")
+    rollback.add_argument("instants", nargs="*", metavar="INSTANT",
+                          help="pending instant ids (17 digits) as `timeline` and `plans` show them")
     connect_server.add_arguments(commands.add_parser(
         "connect-server", help="run a Spark Connect server (from the pip package) for lake tasks"))
     return parser
+
+
+def _rollback_data(table: LakeTable, args: argparse.Namespace) -> Data:
+    ids = list(args.instants)
+    for instant in ids:
+        if not is_instant_id(instant):
+            raise LakeSpecError("INSTANT", f"{instant!r} is not an instant id.",
+                                f"Give 17-digit ids as `{PROG} timeline {table.url}` shows them.")
+    entry = table.rollback(ids or None)
+    return {"table": table.url, "requested": ids, "rolled_back": list(entry.rolled_back) if entry else [],
+            "instant": entry.instant if entry else None, "seq": entry.seq if entry else None,
+            "reason": entry.metadata.get("reason") if entry else None}
+
+
+def _render_rollback(data: Data) -> str:
+    if data["rolled_back"]:
+        return (f"{data['table']}: rolled back {', '.join(data['rolled_back'])} (log entry {data['seq']}, "
+                f"reason: {data['reason']})")
+    if data["requested"]:
+        return f"{data['table']}: nothing to roll back ({', '.join(data['requested'])} already rolled back)"
+    return f"{data['table']}: nothing to roll back (no pending instant whose writer died)"
 
 
 COMMANDS: dict[str, tuple[Callable[[LakeTable, argparse.Namespace], Data], Callable[[Data], str]]] = {
@@ -93,6 +122,7 @@ COMMANDS: dict[str, tuple[Callable[[LakeTable, argparse.Namespace], Data], Calla
     "show": (lambda t, a: show_data(t, a.as_of), fmt.render_show),
     "vacuum": (lambda t, a: vacuum_data(t, a.older_than_hours, a.dry_run), fmt.render_vacuum),
     "plans": (lambda t, a: plans_data(t), fmt.render_plans),
+    "rollback": (_rollback_data, _render_rollback),
 }
 
 

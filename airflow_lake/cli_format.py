@@ -62,12 +62,14 @@ def instant_summary(instant: Mapping[str, Any]) -> str:
     if state in ("requested", "inflight"):
         return f"started {fmt_time(instant.get('started_at'))}"
     if state == "rolled_back":
-        return "rolled back"
+        reason = (instant.get("metadata") or {}).get("reason")
+        return f"rolled back: {reason}" if reason else "rolled back"
     if "files_added" in metrics or "files_removed" in metrics:
         return (f"files +{metrics.get('files_added', 0)}/-{metrics.get('files_removed', 0)}, "
                 f"rows +{fmt_count(int(metrics.get('rows_added', 0)))}")
     if "rolled_back" in metrics:
-        return f"rolled back {fmt_list(metrics['rolled_back'])}"
+        reason = (instant.get("metadata") or {}).get("reason")
+        return f"rolled back {fmt_list(metrics['rolled_back'])}" + (f" ({reason})" if reason else "")
     if "orphans_found" in metrics:
         return (f"vacuumed {metrics.get('files_deleted', 0)} orphan file(s), "
                 f"{metrics.get('staging_dirs_deleted', 0)} staging dir(s), "
@@ -169,15 +171,16 @@ def render_vacuum(data: Mapping[str, Any]) -> str:
     """Text form of `airflow-lake vacuum`: what was (or, in a dry run, would be) deleted, one path a line."""
     hours = f"{data['older_than_hours']:g} h"
     listed = [*data["orphans"], *(f"{d}/" for d in data["staging"])]
+    nested = [f"left alone (another lake table lies there): {d}/" for d in data.get("nested_tables") or ()]
     if not listed:
-        return f"table {data['table']}\nno orphans untouched for {hours}"
+        return "\n".join([f"table {data['table']}", f"no orphans untouched for {hours}", *nested])
     counts = (f"{data['orphans_found']} orphan file(s) and {data['staging_dirs_found']} staging dir(s), "
               f"{fmt_bytes(int(data['bytes']))}")
     if data["dry_run"]:
         head = f"dry run: would delete {counts} (untouched for {hours})"
     else:
         head = f"deleted {counts} (untouched for {hours}); recorded as instant {data['instant']}, seq {data['seq']}"
-    return "\n".join([f"table {data['table']}", head, "", *listed])
+    return "\n".join([f"table {data['table']}", head, *nested, "", *listed])
 
 
 def render_plans(data: Mapping[str, Any]) -> str:

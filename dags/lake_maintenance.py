@@ -41,11 +41,12 @@ with DAG(
                              description="Commits to the DM table since its last clustering before clustering."),
         "layout": Param("ZORDER", type="string", enum=["ZORDER", "HILBERT"],
                         description="Order of the clustered DM files."),
-        "target_file_bytes": Param(8 * 1024, type="integer", minimum=1024,
+        "target_file_bytes": Param(8 * 1024, type="integer", minimum=1024, maximum=1024**4,
                                    description="Size of a clustered file (small for the sample data, so a "
                                                "partition becomes several files that queries can skip)."),
-        "retain_hours": Param(168, type="number", minimum=0,
-                              description="Keep replaced files this long (time travel), then delete them."),
+        # whole hours: JSON Schema's "number" takes NaN (it fails no minimum), an integer cannot be NaN
+        "retain_hours": Param(168, type="integer", minimum=0, maximum=10 * 365 * 24,
+                              description="Keep replaced files this many hours (time travel), then delete them."),
     },
     doc_md=__doc__,
 ) as dag:

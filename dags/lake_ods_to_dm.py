@@ -16,7 +16,10 @@ table is an Airflow Asset: every commit emits an event with its metrics (`lake_m
     airflow dags test lake_ods_to_dm 2024-01-01
     airflow dags test lake_ods_to_dm 2024-01-03 -c '{"backfill_days": ["2024-01-02"]}'
 
-Trigger it from the UI with the form (Params: day, events per day, bucket count, backfill days).
+Trigger it from the UI with the form (Params: day, events per day, bucket count, backfill days). The Params'
+JSON schema refuses what it can when the run is triggered; the first task, `check_params`, refuses the rest
+before any task writes: a day in the future, or a backfill day after the run's day (a batch's version is its
+day, YYYYMMDD: such a batch would outrank every later real batch, for good).
 """
 
 from __future__ import annotations
@@ -25,11 +28,14 @@ from typing import Any
 
 import pendulum
 from airflow.sdk import DAG, Param, task
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_lake.examples.video_pipeline import (
     BUCKETED_JOIN_CONF,
     CREATE,
+    DATE_PATTERN,
     DAY,
+    DAY_SCHEMA,
     DM_SQL,
     DWD_LIKES_SQL,
     DWD_PLAYS_SQL,
@@ -42,6 +48,7 @@ from airflow_lake.examples.video_pipeline import (
     WEEK_START,
     run_day,
 )
+from airflow_lake.examples.video_pipeline import check_params as check_run_params
 from airflow_lake.operators.table import LakeCreateTableOperator
 from airflow_lake.operators.upsert import VersionedUpsertOperator
 from airflow_lake.operators.write import LakeWriteOperator
@@ -57,20 +64,30 @@ with DAG(
     tags=["airflow-lake", "example"],
     user_defined_macros={"run_day": run_day},
     params={
-        "day": Param(None, type=["null", "string"], format="date",
-                     description="Day to process (YYYY-MM-DD); empty: the run's logical date."),
+        "day": Param(None, description="Day to process (YYYY-MM-DD, 1900-2999, not in the future); empty: the "
+                                       "run's logical date.", **DAY_SCHEMA),
         "events_per_day": Param(20_000, type="integer", minimum=100, maximum=5_000_000,
                                 description="Events the sample generator lands for the day."),
         "buckets": Param(8, type="integer", enum=[2, 4, 8, 16, 32, 64],
                          description="Bucket count B (a power of two) of the tables bucketed by work_id; the "
                                      "plays table gets 2B. Used when the tables are created."),
-        "backfill_days": Param([], type="array", items={"type": "string", "format": "date"}, maxItems=31,
+        "backfill_days": Param([], type="array",
+                               items={"type": "string", "format": "date", "pattern": DATE_PATTERN}, maxItems=31,
                                uniqueItems=True,
-                               description="Earlier days whose dimension batches arrive late: upserted with "
-                                           "their own (lower) versions, in parallel with today's."),
+                               description="Earlier days (up to the run's day) whose dimension batches arrive "
+                                           "late: upserted with their own (lower) versions, in parallel with "
+                                           "today's."),
     },
     doc_md=__doc__,
 ) as dag:
+
+    @task
+    def check_params(params: dict[str, Any] | None = None, dag_run: Any = None) -> dict[str, Any]:
+        """Before any task writes: the run's day in range and not in the future, no backfill day after it."""
+        try:
+            return check_run_params(params or {}, dag_run)
+        except ValueError as err:  # a bad Param: retrying cannot help
+            raise AirflowFailException(str(err)) from None
 
     @task
     def land(params: dict[str, Any] | None = None, dag_run: Any = None) -> list[dict[str, Any]]:
@@ -133,6 +150,7 @@ with DAG(
         mode="overwrite", partitions=[{"dt": DAY}], max_exchanges=0,
     )
 
+    check_params() >> [batches, *creates.values()]
     [batches, creates["ods_events"]] >> load_events
     creates["ods_works"] >> upsert_works
     creates["ods_users"] >> upsert_users

@@ -47,7 +47,8 @@ class AirflowStack:
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
             "AIRFLOW__API__BASE_URL": self.url, "AIRFLOW__API__PORT": str(self.port), "AIRFLOW__API__WORKERS": "1",
             "AIRFLOW__API_AUTH__JWT_SECRET": "airflow-lake-tests-only",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS",
+                                                                "admin:admin"),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5", "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2", "AIRFLOW__TRIGGERER__CAPACITY": "10",
         }

@@ -102,13 +102,61 @@ DM_SQL = (
 BUCKETED_JOIN_CONF = {"spark.sql.autoBroadcastJoinThreshold": "-1"}
 
 
+# A day's date: the DM step reads the 6 days before it, and a day's batch becomes the upsert version YYYYMMDD.
+DATE_PATTERN = r"^(19[0-9]{2}|2[0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"
+FIRST_DAY, LAST_DAY = dt.date(1900, 1, 1), dt.date(2999, 12, 31)
+# The `day` Param's JSON schema: empty (null or "") is the run's logical date; else a real date in range.
+DAY_SCHEMA: dict[str, Any] = {
+    "type": ["null", "string"],
+    "if": {"type": "string", "minLength": 1},
+    "then": {"format": "date", "pattern": DATE_PATTERN},
+}
+# How far past today (UTC) a day may be: where it is already tomorrow, today's batch is tomorrow's date.
+FUTURE_SLACK = dt.timedelta(days=1)
+
+
 def run_day(params: dict[str, Any], dag_run: Any, offset: int = 0) -> str:
-    """The day a run processes: the `day` Param, else the run's logical date (a UI trigger may have none:
-    then the day it was queued for), moved by `offset` days; always YYYY-MM-DD."""
+    """The day a run processes: the `day` Param, else (null or empty) the run's logical date (a UI trigger may
+    have none: then the day it was queued for), moved by `offset` days; always YYYY-MM-DD."""
     chosen = params.get("day") if params else None
     if chosen:
-        day = dt.date.fromisoformat(str(chosen))
+        day = _date("day", chosen)
     else:
         moment = getattr(dag_run, "logical_date", None) or dag_run.run_after
         day = dt.date(moment.year, moment.month, moment.day)
     return (day + dt.timedelta(days=offset)).isoformat()
+
+
+def check_params(params: dict[str, Any], dag_run: Any, today: dt.date | None = None) -> dict[str, Any]:
+    """Check a run's Params before any task writes; what JSON Schema cannot say: the day (from the Param or
+    the logical date) lies in range and not in the future, and no backfill day comes after it. A batch's
+    version is its day (YYYYMMDD), so a future day would outrank every real batch up to that date, for good.
+    Returns the day and the backfill days; raises ValueError naming the Param and the fix."""
+    today = today or dt.datetime.now(dt.UTC).date()
+    day = _date("day", run_day(params, dag_run))
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise ValueError(f"day: {day.isoformat()} is outside {FIRST_DAY.isoformat()}..{LAST_DAY.isoformat()}. "
+                         "Fix: give a day in that range (the logical date is used when `day` is empty).")
+    if day > today + FUTURE_SLACK:
+        raise ValueError(f"day: {day.isoformat()} is in the future (today is {today.isoformat()} UTC): its batch "
+                         "(version YYYYMMDD) would outrank every real batch until then. Fix: process a day that "
+                         "has happened.")
+    backfill = []
+    for i, raw in enumerate(params.get("backfill_days") or []):
+        when = _date(f"backfill_days[{i}]", raw)
+        if when > day:
+            raise ValueError(f"backfill_days[{i}]: {when.isoformat()} is after the run's day {day.isoformat()}: its "
+                             "version would outrank every later daily batch. Fix: backfill only days up to "
+                             f"{day.isoformat()}, or run that day itself.")
+        if when < FIRST_DAY:
+            raise ValueError(f"backfill_days[{i}]: {when.isoformat()} is before {FIRST_DAY.isoformat()}. "
+                             "Fix: give a later day.")
+        backfill.append(when.isoformat())
+    return {"day": day.isoformat(), "backfill_days": sorted(set(backfill) - {day.isoformat()})}
+
+
+def _date(name: str, value: Any) -> dt.date:
+    try:
+        return dt.date.fromisoformat(str(value))
+    except ValueError:
+        raise ValueError(f"{name}: {value!r} is not a date. Fix: give YYYY-MM-DD.") from None

@@ -9,11 +9,10 @@ retries and error messages are the same.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
+import secrets
 import shutil
-import signal
 import sys
 import tempfile
 import uuid
@@ -24,12 +23,12 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_lake.exceptions import LakeJobConflict, LakeJobError
-from airflow_lake.hooks.connect import ConnectClient
+from airflow_lake.hooks.connect import ConnectClient, TaskKilled
 from airflow_lake.hooks.package_zip import package_zip
 from airflow_lake.hooks.submit import LakeSubmitHook
 from airflow_lake.jobs import ENTRY_POINT
 from airflow_lake.jobs.ops.common import entry_metrics
-from airflow_lake.jobs.outcome import Failure, classify
+from airflow_lake.jobs.outcome import NONCE_ENV, Failure, classify
 from airflow_lake.jobs.registry import get, validate
 from airflow_lake.jobs.runner import run
 from airflow_lake.lake.errors import LakeError, LakeTableNotFound
@@ -70,9 +69,12 @@ class LakeHook(BaseHook):
         self.executor_memory = executor_memory
         self.ship_package = ship_package
         self.verbose = verbose
+        # The job in flight, set only while `submit` runs it: on_kill kills nothing else.
         self._submit_hook: LakeSubmitHook | None = None
         self._connect: ConnectClient | None = None
         self._running: tuple[str, str] | None = None  # (table, request id) of the job in flight
+        self._submitting = False
+        self._kill_requested = False  # on_kill came during the current `submit`
         self._conn_type: str | None = None
 
     def get_conn(self) -> Any:
@@ -97,18 +99,22 @@ class LakeHook(BaseHook):
             env.setdefault("PATH", bin_dir + os.pathsep + path)  # spark-submit of the pyspark next to us
         return env
 
-    def build_submit_hook(self, operation: str, spec_file: str, name: str) -> LakeSubmitHook:
-        """The SparkSubmitHook that runs `operation` with the spec in `spec_file`."""
+    def build_submit_hook(self, operation: str, spec_file: str, name: str, *,
+                          nonce: str | None = None) -> LakeSubmitHook:
+        """The SparkSubmitHook that runs `operation` with the spec in `spec_file`; the job's lines are
+        trusted only with `nonce` (default: a new random one)."""
+        nonce = nonce or secrets.token_hex(16)
         return LakeSubmitHook(
             conn_id=self.conn_id,
             conf=self.spark_conf,
             py_files=package_zip() if self.ship_package else None,
             application_args=[operation, "--spec", f"@{spec_file}"],
-            env_vars=self._environment(),
+            env_vars={**self._environment(), NONCE_ENV: nonce},
             driver_memory=self.driver_memory,
             executor_memory=self.executor_memory,
             name=name,
             verbose=self.verbose,
+            nonce=nonce,
         )
 
     def submit(self, operation: str, spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -124,9 +130,13 @@ class LakeHook(BaseHook):
         if not get(operation).needs_spark:  # metadata only: no reason to pay for a Spark start-up
             self.log.info("Running %s on %s in-process (request %s)", operation, table, payload["request_id"])
             return self._run_local(operation, payload)
-        if self.uses_connect:
-            return self._run_connect(operation, payload)
-        return self._run_submit(operation, payload)
+        self._submitting, self._kill_requested = True, False
+        try:
+            if self.uses_connect:
+                return self._run_connect(operation, payload)
+            return self._run_submit(operation, payload)
+        finally:
+            self._submitting = False
 
     def _run_local(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
         """A metadata-only operation in this process (its lake errors raised as they are)."""
@@ -145,16 +155,23 @@ class LakeHook(BaseHook):
             with open(spec_file, "w", encoding="utf-8") as handle:
                 json.dump(payload, handle)
             hook = self.build_submit_hook(operation, spec_file, f"airflow-lake {operation} {table}")
-            self._submit_hook = hook
-            self.log.info("Submitting %s on %s (request %s)", operation, table, request_id)
-            self._running = (table, request_id)
+            self._submit_hook, self._running = hook, (table, request_id)
             try:
-                # own process group: on_kill can then stop the Python driver and workers too
+                if self._kill_requested:  # (on_kill saw no hook yet)
+                    raise LakeJobError(f"lake operation {operation} on {table!r} was killed before it started.")
+                self.log.info("Submitting %s on %s (request %s)", operation, table, request_id)
+                # own session, so its own process group: on_kill can stop the Python driver and workers too
                 hook.submit(application=ENTRY_POINT, start_new_session=True)
-            except AirflowException as err:
-                raise _job_error(operation, table, hook.outcome.failure, str(err)) from err
+            except BaseException as err:
+                if hook.running:  # we stop waiting (an execution timeout, say): the job must not go on alone
+                    self._kill_submitted(hook, (table, request_id))
+                if self._kill_requested and not isinstance(err, LakeJobError):
+                    raise LakeJobError(f"lake operation {operation} on {table!r} was killed.") from err
+                if isinstance(err, AirflowException) and not isinstance(err, LakeJobError):
+                    raise _job_error(operation, table, hook.outcome.failure, str(err)) from err
+                raise
             finally:
-                self._running = None
+                self._submit_hook = self._running = None
         if hook.outcome.result is not None:
             return hook.outcome.result
         # cluster deploy mode: the driver's output is not ours to read; its instant says what it did
@@ -172,9 +189,11 @@ class LakeHook(BaseHook):
         self._connect, self._running = client, (table, request_id)
         self.log.info("Running %s on %s over Spark Connect (request %s)", operation, table, request_id)
         try:
+            if self._kill_requested:  # (on_kill saw no client yet)
+                raise TaskKilled("the task was killed")
             return run(client.open(), operation, payload)
         except BaseException as err:
-            if client.killed:
+            if client.killed or self._kill_requested:
                 rolled = self.rollback_request(table, request_id)
                 raise LakeJobError(f"lake operation {operation} on {table!r} was killed"
                                    + (f"; rolled back instant(s) {rolled}." if rolled else ".")) from err
@@ -182,8 +201,8 @@ class LakeHook(BaseHook):
                 raise
             raise _job_error(operation, table, classify(err), _exception_tail(err)) from err
         finally:
+            self._connect = self._running = None  # before closing: a kill from here on finds nothing to kill
             client.close()
-            self._connect = self._running = None
 
     def _committed(self, operation: str, table: str, request_id: str) -> bool:
         """Whether an instant of `request_id` completed before this run (a retry of a committed task)."""
@@ -204,25 +223,28 @@ class LakeHook(BaseHook):
         return entry_metrics(lake.url, operation, entry, already_committed=already_committed)
 
     def on_kill(self) -> None:
-        """Stop the running operation, then roll back its pending instant.
+        """Stop the operation this hook is running, if any, then roll back its pending instant. A job that
+        has ended is not touched (its process group id may name another process by now).
 
-        spark-submit: kill spark-submit and the job's process group (which the job announced; client mode).
-        Spark Connect: interrupt the session's Spark jobs; the operation unwinds and is rolled back.
+        spark-submit: kill spark-submit's process group, which holds the driver in client mode (or, if it
+        is still starting, as soon as it starts). Spark Connect: interrupt the session, also while it is
+        being opened; the operation unwinds before it commits and is rolled back.
         """
-        if self._connect is not None:
-            self._connect.interrupt()
-            return
-        hook, running = self._submit_hook, self._running  # read before the kill ends submit()
-        if hook is None:
-            return
-        started = hook.outcome.started
-        hook.on_kill()
-        if started is None or started["pgid"] == os.getpgid(0):
-            return  # cluster mode (the driver is not ours to kill), or a group that is not the job's alone
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(started["pgid"], signal.SIGKILL)
-        if running is not None:
-            # SIGKILL delivered: the driver runs no further step, so its instant is surely dead.
+        if self._submitting:
+            self._kill_requested = True  # for a job this `submit` has not started yet
+        client, hook, running = self._connect, self._submit_hook, self._running  # read before the kill ends it
+        if client is not None:
+            client.interrupt()  # in the operation's own thread: raises TaskKilled, rolled back as it unwinds
+            if running is not None:
+                # Another thread: the rollback entry is in the log before the operation could commit, so
+                # its commit fails (LakeInstantRolledBack) even if it is past its last Spark call.
+                self.rollback_request(*running)
+        elif hook is not None and running is not None:
+            self._kill_submitted(hook, running)
+
+    def _kill_submitted(self, hook: LakeSubmitHook, running: tuple[str, str]) -> None:
+        if hook.kill_job():
+            # The driver was in the killed group: it runs no further step, so its instant is surely dead.
             self.rollback_request(*running)
 
     def rollback_request(self, table: str, request_id: str) -> list[str]:

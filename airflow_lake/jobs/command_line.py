@@ -4,14 +4,14 @@ The spec is validated before any SparkSession starts. The first line printed is
 `AIRFLOW_LAKE_STARTED {pid, pgid}`; the last line printed on success is `AIRFLOW_LAKE_RESULT <json
 metrics>`; on failure `AIRFLOW_LAKE_FAILED {exit_code, error, message}` then one line saying what went
 wrong, and the exit code tells how: 2 bad spec or data (fix and rerun), 3 commit conflict (retry), 1
-anything else (`airflow_lake.jobs.outcome`).
+anything else (`airflow_lake.jobs.outcome`). When the runner passed a nonce (`$AIRFLOW_LAKE_RUN_NONCE`),
+the three machine lines end with it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import sys
 import traceback
@@ -19,8 +19,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_lake.jobs import registry
-from airflow_lake.jobs.outcome import classify, result_line, started_line
+from airflow_lake.jobs.noop import NothingToDo
+from airflow_lake.jobs.outcome import classify, job_nonce, result_line, started_line
 from airflow_lake.lake.errors import LakeError, LakeSpecError
+from airflow_lake.lake.spec_reader import loads_spec
 
 
 def load_spec(text: str) -> Any:
@@ -28,8 +30,10 @@ def load_spec(text: str) -> Any:
     try:
         if text.startswith("@"):
             with open(text[1:], encoding="utf-8") as handle:
-                return json.load(handle)
-        return json.loads(text)
+                return loads_spec(handle.read())
+        return loads_spec(text)
+    except LakeSpecError:  # a key given twice: it names the key
+        raise
     except (OSError, ValueError) as err:
         raise LakeSpecError("--spec", f"cannot read the spec: {err}.", "Pass a JSON object or @file.json.") from err
     except RecursionError as err:
@@ -50,24 +54,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, help="JSON object, or @file.json")
     args = parser.parse_args(argv)
     spark: Any = None
-    print(started_line(), flush=True)
+    nonce = job_nonce()
+    print(started_line(nonce), flush=True)
     try:
         op = registry.get(args.operation)
         spec = load_spec(args.spec)
-        op.parse(spec)  # before Spark starts
-        if op.needs_spark:
+        parsed = op.parse(spec)  # before Spark starts
+        if op.needs_spark and not isinstance(parsed, NothingToDo):
             from airflow_lake.jobs.session import build_session
 
             spark = build_session(f"airflow-lake {args.operation} {spec.get('table', '')}")
         from airflow_lake.jobs.runner import run
 
         metrics = run(spark, args.operation, spec)
-        code, lines = 0, [result_line(metrics)]
+        code, lines = 0, [result_line(metrics, nonce)]
     except Exception as err:
         if not isinstance(err, LakeError):  # the traceback for whoever debugs it
             traceback.print_exc()
         failure = classify(err)
-        code, lines = failure.exit_code, [failure.machine_line(), failure.human_line()]
+        code, lines = failure.exit_code, [failure.machine_line(nonce), failure.human_line()]
     if spark is not None:
         with contextlib.suppress(Exception):
             spark.stop()

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.jobs import registry
+from airflow_lake.jobs.noop import NothingToDo
 from airflow_lake.lake.buckets.catalog import drop_read_tables, read_tables_mark
 
 if TYPE_CHECKING:
@@ -20,6 +21,9 @@ def run(spark: SparkSession | None, operation: str, spec: Mapping[str, Any]) -> 
     """Run `operation` with `spec` in this process and return its metrics (also stored in its instant)."""
     op = registry.get(operation)
     parsed = op.parse(spec)
+    if isinstance(parsed, NothingToDo):  # an empty selection: nothing to run, no Spark to start
+        log.info("%s on %s: %s", operation, spec.get("table"), parsed.reason)
+        return parsed.run()
     if op.needs_spark and spark is None:
         from airflow_lake.jobs.session import build_session
 

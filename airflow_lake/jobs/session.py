@@ -16,6 +16,12 @@ DEFAULT_CONF = {
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
     "spark.sql.session.timeZone": "UTC",
     **READ_CONF,  # queries of operations use the buckets of lake tables fully
+    # A job reads files through its source spec only: a query source's ``parquet.`/path` `` would read a lake
+    # table's replaced files, and `${env:NAME}` / `${system:name}` in its text would be replaced by the
+    # driver's environment and Java properties (the query guard checks both while it plans; these keep the
+    # query the same when a Spark Connect server analyzes it again to run it).
+    "spark.sql.runSQLOnFiles": "false",
+    "spark.sql.variable.substitute": "false",
 }
 
 

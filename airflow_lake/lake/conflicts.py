@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from airflow_lake.lake.errors import LakeCommitConflict, LakeInstantRolledBack
 from airflow_lake.lake.log import LogEntry
+from airflow_lake.lake.reads import TableRead, read_files
 
 COMPLETES = "completes"  # log entry metadata: the requested instant (plan) the entry completes
 
@@ -27,11 +28,14 @@ class CommitIntent:
     completes: str | None = None
     # Versions an upsert applies: another upsert of one of them committed meanwhile is a conflict (rule 8).
     versions: frozenset[int] = frozenset()
+    # Scans of this table the job's data came from (a query over the table itself): a file added since the
+    # base that one of them could have selected is a conflict (WriteSerializable; blind appends have none).
+    table_reads: tuple[TableRead, ...] = ()
 
 
 def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
     """Raise a retryable conflict if an entry completed since the writer's base invalidates it."""
-    touched = intent.removes | intent.reads
+    touched = intent.removes | intent.reads | read_files(intent.table_reads)
     overwrite_keys = {tuple(sorted(p.items())) for p in intent.overwrites}
     for entry in since:
         if intent.instant in entry.rolled_back:
@@ -65,6 +69,13 @@ def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
                 raise LakeCommitConflict(
                     f"instant {entry.instant} upserted version {min(clash)} meanwhile; nothing was committed. Run "
                     "the upsert again: the same data is then a no-op, other data needs replace_version.")
+        if intent.table_reads and entry.added:
+            seen = [f.path for f in entry.added if any(r.may_see(f) for r in intent.table_reads)]
+            if seen:
+                raise LakeCommitConflict(
+                    f"instant {entry.instant} ({entry.operation}) added {len(seen)} file(s) that this job's read of "
+                    f"the table ({intent.table_reads[0].describe()}) could have seen, e.g. {seen[0]!r}: its result "
+                    "may be stale. Nothing was committed; run the job again (it then reads the new snapshot).")
         if intent.whole_table and entry.added:
             raise LakeCommitConflict(
                 f"instant {entry.instant} ({entry.operation}) added files while this job overwrote the "

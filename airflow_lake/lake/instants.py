@@ -2,6 +2,9 @@
 
 Pending instants live as small files under `_lake/pending/`; a completed or rolled-back instant is
 an entry of the commit log, and its pending files are then mere leftovers.
+
+Every requested instant has a writer at work on it, except the plans `schedule_clustering` stores (operation
+`PLAN_OPERATION`): those wait, requested, for an executor, and only they are kept when their writer is gone.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ from airflow_lake.lake.storage import Storage
 log = logging.getLogger(__name__)
 REQUESTED, INFLIGHT, COMPLETED, ROLLED_BACK = "requested", "inflight", "completed", "rolled_back"
 ID_LENGTH = 17  # yyyyMMddHHmmssSSS, as Hudi
+# A requested instant of this operation is a stored clustering plan, not a writer's reservation. Told apart by
+# the operation its writer recorded, never by the action alone: executions, bucket rewrites and compactions
+# are `replace` instants too, and one that died before going inflight is debris like any other.
+PLAN_OPERATION = "schedule_clustering"
 
 
 @dataclass(frozen=True)
@@ -147,6 +154,9 @@ def request(storage: Storage, action: str, operation: str, metadata: Mapping[str
             "requested_at": time.time(),
             "request_id": request_id,
             "metadata": dict(metadata),
+            # who reserved it: a writer that dies before going inflight is then known dead at once
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
         }
         if storage.create_json(requested_file(instant), payload):
             if finished is None or not finished(instant):
@@ -178,13 +188,19 @@ class PendingInstant:
     metadata: Mapping[str, Any]
     base_seq: int | None
     last_beat: float  # last sign of life: heartbeat, else the newest pending file
-    host: str | None = None  # where its writer runs (inflight instants)
+    host: str | None = None  # where its writer runs (from the inflight file, else the requested one)
     pid: int | None = None
+
+    @property
+    def is_plan(self) -> bool:
+        """A clustering plan waiting for an executor (never debris, whoever wrote it)."""
+        return not self.inflight and self.operation == PLAN_OPERATION
 
     def writer_gone(self) -> bool:
         """True if the writer ran on this host and its process no longer exists (so it died for sure,
-        whatever its last heartbeat says). Another host's writer is judged by its heartbeat alone."""
-        if not self.inflight or self.pid is None or self.host != socket.gethostname():
+        whatever its last heartbeat says). Another host's writer is judged by its heartbeat alone; a plan
+        has no writer left to lose."""
+        if self.is_plan or self.pid is None or self.host != socket.gethostname():
             return False
         return not process_alive(self.pid)
 
@@ -224,15 +240,16 @@ def pending(storage: Storage) -> list[PendingInstant]:
         except FileNotFoundError:
             continue  # finished meanwhile
         has_inflight = f"{instant}.inflight.json" in names
-        base_seq = host = pid = None
+        base_seq = None
+        host, pid = _writer(req)
         if has_inflight:
             try:
                 beats.append(storage.mtime(inflight_file(instant)))
                 inflight = _read_pending(storage, inflight_file(instant))
-                raw_base, raw_pid = inflight.get("base_seq"), inflight.get("pid")
+                raw_base = inflight.get("base_seq")
                 base_seq = raw_base if isinstance(raw_base, int) and not isinstance(raw_base, bool) else None
-                pid = raw_pid if isinstance(raw_pid, int) and not isinstance(raw_pid, bool) and raw_pid > 0 else None
-                host = inflight.get("host") if isinstance(inflight.get("host"), str) else None
+                if _writer(inflight)[1] is not None:
+                    host, pid = _writer(inflight)
             except FileNotFoundError:
                 has_inflight = False
         with contextlib.suppress(FileNotFoundError):
@@ -252,6 +269,13 @@ def pending(storage: Storage) -> list[PendingInstant]:
 
 
 UNKNOWN = "unknown"
+
+
+def _writer(raw: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    """The host and process id a pending file records (None if absent or not well formed)."""
+    host, pid = raw.get("host"), raw.get("pid")
+    return (host if isinstance(host, str) else None,
+            pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None)
 
 
 def _read_pending(storage: Storage, rel: str) -> Mapping[str, Any]:

@@ -2,6 +2,8 @@
 
 A value that could leave the table directory (`..`, a path separator, control characters) is
 rejected with an error rather than escaped, so no partition value can ever address a path outside.
+So is the text `__HIVE_DEFAULT_PARTITION__`: it is the directory name of NULL, so Spark, Hive and our
+reader would take such a value for NULL (and Spark fails on it beside a real NULL in one write task).
 """
 
 from __future__ import annotations
@@ -22,11 +24,24 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
 
 
+def null_name_problem(column: str) -> str:
+    """Why `__HIVE_DEFAULT_PARTITION__` is refused as a value of `column`, and the fix (one text for the
+    user-given partitions checked here and the data checked in the Spark job, `writer.py`)."""
+    return (f"partition column {column!r} has the value {NULL_PARTITION!r}, the directory name of NULL: it "
+            "would be committed and read as NULL (and fails beside a real NULL in one write); nothing was "
+            "committed. Fix: use NULL for a missing value, or map that text to another value in the source.")
+
+
 def check_partition_value(column: str, value: Any, field: str = "partition") -> None:
-    """Reject a value that could address a path outside its partition directory."""
+    """Reject a value that could address a path outside its partition directory, or that is NULL's
+    directory name."""
     if value is None:
         return
     text = str(value)
+    if text == NULL_PARTITION:
+        raise LakeSpecError(f"{field}.{column}", f"{NULL_PARTITION!r} is the directory name of a NULL partition "
+                            "value, not a value of its own (it would be read as NULL).",
+                            "Give null (JSON null, Python None) for the NULL partition, or another value.")
     if text in ("", ".", "..") or "/" in text or "\\" in text or ".." in text or \
             any(ord(ch) < 0x20 for ch in text):
         raise LakeSpecError(

@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from airflow_lake.lake import instants
+from airflow_lake.lake.conflicts import COMPLETES
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.log import LogEntry
 from airflow_lake.lake.snapshot import TableState
@@ -43,6 +44,27 @@ def tidy_finished(table: LakeTable, instant: str, state: TableState) -> None:
     elif instant in state.rolled_back:
         delete_written_files(table, instant)
     instants.remove_pending(table.storage, instant)
+
+
+def tidy_if_left(table: LakeTable, entry: LogEntry) -> None:
+    """Tidy what the writer of `entry` left if it died after the entry landed — its pending files, heartbeat,
+    markers, staging, and those of the plan the entry completes: called where a job finds its request
+    already committed, so a retry leaves nothing behind for the next writer. Never raises: the commit
+    stands either way."""
+    completes = entry.metadata.get(COMPLETES)
+    instant_ids = [entry.instant, *([completes] if isinstance(completes, str) else [])]
+    try:
+        left = [i for i in instant_ids if table.storage.exists(instants.requested_file(i))]
+        if not left:  # the requested file goes last (`instants.remove_pending`): nothing else is left either
+            return
+        state = table.state()
+        for instant in left:
+            if instant in state.instants or instant in state.rolled_back:
+                log.info("instant %s is finished; removing what its writer left", instant)
+                tidy_finished(table, instant, state)
+    except Exception:
+        log.warning("tidying the leftovers of instants %s failed (the next writer retries)", instant_ids,
+                    exc_info=True)
 
 
 def rollback_unchecked(table: LakeTable, ids: Iterable[str], reason: str,
@@ -81,7 +103,10 @@ def recover(table: LakeTable, timeout: float | None = None, request_id: str | No
     """Roll back every unfinished instant whose writer is dead: no heartbeat for `timeout` seconds, or its
     process gone from this host.
 
-    Requested `replace` instants are plans waiting to be executed, not debris, and are kept.
+    Clustering plans (requested instants of `instants.PLAN_OPERATION`) wait to be executed: they are not
+    debris and are kept. Every other requested instant is a writer's reservation — one that died before
+    going inflight (an execution, bucket rewrite or compaction too, though their action is `replace`) is
+    rolled back like any dead writer.
     """
     limit = table.spec.float_property("heartbeat.timeout.seconds") if timeout is None else timeout
     state = table.state()
@@ -90,7 +115,7 @@ def recover(table: LakeTable, timeout: float | None = None, request_id: str | No
     for item in instants.pending(table.storage):
         if item.id in state.instants or item.id in state.rolled_back:
             leftovers.append(item.id)
-        elif (item.inflight or item.action != "replace") and (now - item.last_beat > limit or item.writer_gone()):
+        elif not item.is_plan and (now - item.last_beat > limit or item.writer_gone()):
             dead.append(item.id)
     for instant in leftovers:  # finished instants whose writer died before tidying up
         tidy_finished(table, instant, state)
@@ -117,7 +142,7 @@ def rollback(table: LakeTable, ids: Iterable[str], request_id: str | None = None
         if item is None:
             raise LakeError(f"instant {instant} is not pending on this table. Fix: pick one from "
                             "`airflow-lake timeline`.")
-        if item.inflight and now - item.last_beat <= limit and not item.writer_gone():
+        if not item.is_plan and now - item.last_beat <= limit and not item.writer_gone():
             raise LakeError(f"instant {instant} is alive (heartbeat {now - item.last_beat:.0f} s ago, timeout "
                             f"{limit:.0f} s); a live writer is never rolled back. Fix: stop its job or wait.")
     return rollback_unchecked(table, ids, reason="requested", request_id=request_id)

@@ -3,11 +3,12 @@ that does not parse as its column's type fails the write instead of becoming NUL
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
+from urllib.parse import unquote
 
 from airflow_lake.lake.errors import LakeSchemaError, LakeSpecError
 from airflow_lake.lake.spark_schema import check_columns, spark_type
@@ -19,20 +20,107 @@ if TYPE_CHECKING:
 CORRUPT = "_airflow_lake_corrupt_record"
 STRICT, RELAXED_MODES = "FAILFAST", ("PERMISSIVE", "DROPMALFORMED")
 LAKE_LOG = ("_lake", "log")
+_GLOB = re.compile(r"[*?\[\]{}\\]")  # the characters of a Hadoop glob (a backslash escapes)
 
 
 def refuse_lake_table_path(path: str, field: str = "source.path") -> None:
-    """Refuse a local path inside a lake table: its directories also hold replaced, no longer live files."""
-    parsed = urlparse(path)
-    if parsed.scheme not in ("", "file") or "*" in path or "?" in path:
-        return  # remote stores and globs are not checked
-    local = Path(parsed.path if parsed.scheme == "file" else path).expanduser().absolute()
-    for candidate in (local, *local.parents):
+    """Refuse a local path that reads a lake table's files, whatever its spelling (`file:` URLs, `..`, `//`,
+    trailing slashes, symlinks): a path inside a table (its directories also hold replaced, no longer live
+    files), or a directory above one (Spark reads a directory's files recursively). A glob is checked here up to
+    its first wildcard; the files it matches are checked when Spark lists them (`refuse_listed_lake_files`)."""
+    local = local_path(path)
+    if local is None:
+        return  # remote stores are not checked
+    parts = local.split("/")
+    wild = next((i for i, part in enumerate(parts) if _GLOB.search(part)), len(parts))
+    fixed = "/".join(parts[:wild]) or ("/" if local.startswith("/") else ".")
+    # Hadoop drops `..` by the text (`link/..` is the directory holding the link); the OS follows the link
+    # first: check both readings
+    for prefix in {os.path.realpath(os.path.abspath(fixed)), os.path.realpath(fixed)}:
+        root = table_root(Path(prefix))
+        if root is not None:
+            raise _lake_table_error(path, f"is inside the lake table {str(root)!r}", root, field)
+        below = _table_below(Path(prefix)) if wild == len(parts) and os.path.isdir(prefix) else None
+        if below is not None:
+            raise _lake_table_error(path, f"holds the lake table {str(below)!r} (Spark reads the files of a "
+                                    "directory and of every directory below it)", below, field)
+
+
+def refuse_listed_lake_files(spark: SparkSession, path: str, options: Mapping[str, str],
+                             field: str = "source.path") -> None:
+    """Refuse a local path source any of whose files, as Spark lists them (its globs, `recursiveFileLookup`,
+    `pathGlobFilter`), lies in a lake table. Lists the files only: nothing is read."""
+    if local_path(path) is None:
+        return
+    # Spark lists every file below a directory either way; recursiveFileLookup only skips the partition
+    # inference, which fails on a glob that matches several tables
+    listing = {k: v for k, v in options.items() if k.lower() != "recursivefilelookup"}
+    listing["recursiveFileLookup"] = "true"
+    listed = spark.read.format("binaryFile").options(**listing).load(path).inputFiles()
+    roots: dict[str, Path | None] = {}
+    for uri in listed:
+        file = local_path(uri)
+        if file is None:
+            continue
+        directory = os.path.dirname(file)
+        if directory not in roots:
+            roots[directory] = table_root(Path(os.path.realpath(directory)))
+        root = roots[directory]
+        if root is None and os.path.islink(file):
+            root = table_root(Path(os.path.realpath(file)))
+        if root is not None:
+            raise _lake_table_error(path, f"reads files of the lake table {str(root)!r} (such as {file!r})", root,
+                                    field)
+
+
+def local_path(path: str) -> str | None:
+    """The local file system path of a path or `file:` URL (as Hadoop reads it: `?` and `#` are part of the
+    path, percent-escapes are decoded), or None for another store."""
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", path)
+    if scheme is None or len(scheme.group(1)) == 1:  # no scheme (a Windows drive letter is none either)
+        return path
+    if scheme.group(1).lower() != "file":
+        return None
+    rest = path[scheme.end():]
+    if rest.startswith("//"):
+        authority, _, rest = rest[2:].partition("/")
+        if authority not in ("", "localhost"):
+            return None
+        rest = "/" + rest
+    return unquote(rest)
+
+
+def table_root(directory: Path) -> Path | None:
+    """The lake table that `directory` (resolved) is or lies in, if any."""
+    for candidate in (directory, *directory.parents):
         if candidate.joinpath(*LAKE_LOG).is_dir():
-            example = {"query": "SELECT * FROM t", "tables": {"t": str(candidate)}}
-            raise LakeSpecError(field, f"{path!r} is inside the lake table {str(candidate)!r}, whose directories "
-                                "also hold replaced files that are no longer live.",
-                                f"Read the table with a query: {example}.")
+            return candidate
+    return None
+
+
+def _table_below(directory: Path) -> Path | None:
+    """A lake table somewhere below `directory`, following symlinks as Spark's listing does."""
+    seen: set[str] = set()
+    stack = [str(directory)]
+    while stack:
+        current = os.path.realpath(stack.pop())
+        if current in seen:
+            continue
+        seen.add(current)
+        if os.path.isdir(os.path.join(current, *LAKE_LOG)):
+            return Path(current)
+        try:
+            with os.scandir(current) as entries:
+                stack.extend(e.path for e in entries if e.is_dir(follow_symlinks=True))
+        except OSError:
+            continue
+    return None
+
+
+def _lake_table_error(path: str, problem: str, root: Path, field: str) -> LakeSpecError:
+    example = {"query": "SELECT * FROM t", "tables": {"t": str(root)}}
+    return LakeSpecError(field, f"{path!r} {problem}, whose directories also hold replaced files that are no "
+                         "longer live.", f"Read the table with a query: {example}.")
 
 
 def read_files(spark: SparkSession, path: str, fmt: str, options: Mapping[str, str], *, spec: TableSpec,
@@ -44,6 +132,7 @@ def read_files(spark: SparkSession, path: str, fmt: str, options: Mapping[str, s
     opts = {k: v for k, v in options.items() if k.lower() != "mode"}
     mode = read_mode(options, field)
     try:
+        refuse_listed_lake_files(spark, path, opts, f"{field}.path")
         if fmt == "csv":
             return _read_csv(spark, path, opts, mode, spec=spec, field=field, optional=optional)
         if fmt == "json":

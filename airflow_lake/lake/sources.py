@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.query_guard import read_only_query
+from airflow_lake.lake.reads import TableRead
 from airflow_lake.lake.source_files import read_files, read_mode, refuse_lake_table_path
 from airflow_lake.lake.spec import IDENTIFIER, TableSpec
 from airflow_lake.lake.spec_reader import SpecReader
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 FORMATS = ("parquet", "csv", "json")
-_FILE_READ = re.compile(r"\b[A-Za-z]\w*\s*\.\s*`([^`]+)`")  # Spark SQL on files: parquet.`/some/path`
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +94,12 @@ class Source:
 
 
 def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, dict[str, int]] | None = None,
-         optional: Collection[str] = ()) -> tuple[DataFrame, dict[str, list[str]]]:
-    """The source as a DataFrame, and the live files it reads per lake table URL (for conflict checks).
+         optional: Collection[str] = (), *, pin: Mapping[str, int] | None = None
+         ) -> tuple[DataFrame, dict[str, list[TableRead]]]:
+    """The source as a DataFrame, and per lake table URL the scans it reads (for the isolation check).
 
+    `pin` maps table URLs to the snapshot a query reads them at when its reference names no `as_of`: the
+    table a job commits to is read at the job's base (`LakeTable.begin(base=...)`), never at a newer state.
     `scans` (if given) gets, per query table name, the files read and the files skipped by their stats;
     `optional` columns may be missing from CSV and JSON files (a partial upsert).
     """
@@ -107,63 +110,24 @@ def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, 
     if source.path is not None:
         refuse_lake_table_path(source.path)
         return read_files(spark, source.path, source.format, source.options, spec=spec, optional=optional), {}
-    reads: dict[str, list[str]] = {}
+    reads: dict[str, list[TableRead]] = {}
     for ref in source.tables:
         table = LakeTable.open(ref.path)
-        if table.spec.primary_key:  # merged per key, as any read of a primary-key table; only key filters
+        as_of = (pin or {}).get(table.url) if ref.as_of is None else ref.as_of
+        snapshot = table.snapshot(as_of)
+        if snapshot.spec.primary_key:  # merged per key, as any read of a primary-key table; only key filters
             # decide which files are read (a stale value must not hide a key's newer one)
-            scan = raw_scan(table, table.snapshot(ref.as_of), filters=ref.filters or None)
-            table.register(spark, ref.name, as_of=ref.as_of, filters=ref.filters or None)
+            scan = raw_scan(table, snapshot, filters=ref.filters or None)
+            table.register(spark, ref.name, as_of=snapshot.seq, filters=ref.filters or None)
         else:
-            scan = table.scan(filters=ref.filters or None, as_of=ref.as_of)
+            scan = table.scan(filters=ref.filters or None, as_of=snapshot.seq)
             register(spark, scan, ref.name)  # bucketed where the table is
-        reads.setdefault(table.url, []).extend(f.path for f in scan.files)
-        log.info("query table %s (%s): %d of %d file(s) read, %d skipped by their stats", ref.name, table.url,
-                 len(scan.files), scan.files_total, scan.files_skipped)
+        if ref.as_of is None:  # a time-travel read sees a fixed snapshot: no later commit changes it
+            reads.setdefault(table.url, []).append(
+                TableRead(snapshot.seq, frozenset(f.path for f in scan.files), scan.filters, snapshot.spec))
+        log.info("query table %s (%s) at snapshot %d: %d of %d file(s) read, %d skipped", ref.name, table.url,
+                 snapshot.seq, len(scan.files), scan.files_total, scan.files_skipped)
         if scans is not None:
             scans[ref.name] = {"files_read": len(scan.files), "files_skipped": scan.files_skipped}
     assert source.query is not None
-    return read_only_query(spark, source.query), reads
-
-
-def read_only_query(spark: SparkSession, query: str, field: str = "source.query") -> DataFrame:
-    """The query as a DataFrame; anything but a query (INSERT, DDL, SET, CACHE, several statements) is refused.
-
-    `spark.sql` runs commands eagerly, so the query is parsed as a subquery, which can hold only a query
-    (SELECT, WITH ... SELECT, VALUES, FROM ... SELECT); the newline ends a trailing `--` comment.
-    """
-    from pyspark.errors import AnalysisException, ParseException
-
-    for path in _FILE_READ.findall(query):  # parquet.`/lake/t` reads every file on disk, replaced ones too
-        refuse_lake_table_path(path, field)
-    java = _JAVA_CALL.search(query)
-    if java:  # a SELECT that calls static Java methods on the cluster
-        raise LakeSpecError(field, f"the query calls {java.group(1)}(), which runs Java code on the cluster; "
-                            "nothing was run.", "Write it without reflect(), try_reflect() or java_method().")
-    subquery = f"SELECT * FROM (\n{query}\n) AS lake_source"  # noqa: S608  (the user's own query)
-    try:
-        df = spark.sql(subquery)
-        # A SELECT can still start a process: TRANSFORM (...) USING 'command' (script transformation). EXPLAIN
-        # plans the query without running it; its plan names that node.
-        plan = str(spark.sql(f"EXPLAIN EXTENDED {subquery}").collect()[0][0])
-    except ParseException as err:
-        raise LakeSpecError(field, f"this is not a read-only query, or it does not parse ({_first_line(err)}); "
-                            "nothing was run.",
-                            "Give a SELECT (or WITH ... SELECT, VALUES) with no `;`, no INSERT, DDL, SET or "
-                            "CACHE.") from err
-    except AnalysisException as err:
-        raise LakeSpecError(field, f"the query cannot be resolved: {_first_line(err)}",
-                            "Name only the views given in `tables` and their columns.") from err
-    if "ScriptTransformation" in plan:
-        raise LakeSpecError(field, "the query runs an external command (TRANSFORM ... USING); nothing was run.",
-                            "Express the transformation in SQL.")
-    return df
-
-
-# Checked as text, so a string literal that merely contains such a call is refused too (rare; rephrase it).
-_JAVA_CALL = re.compile(r"\b(reflect|try_reflect|java_method)\s*\(", re.IGNORECASE)
-
-
-def _first_line(err: Exception) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+    return read_only_query(spark, source.query, views=[t.name for t in source.tables]), reads

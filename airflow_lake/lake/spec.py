@@ -60,6 +60,25 @@ def check_property(key: Any, value: Any) -> None:
                             f"Set a whole number >= 1 (default {DEFAULT_PROPERTIES[key]}).")
 
 
+# A writer may miss one beat (a slow store, a busy host) and still be alive: the timeout must cover two beats,
+# or another process's recovery rolls back a live writer.
+HEARTBEAT_BEATS_PER_TIMEOUT = 2
+
+
+def check_heartbeat(properties: Mapping[str, str]) -> None:
+    """Refuse a heartbeat timeout shorter than two heartbeat intervals (defaults fill a missing one)."""
+    interval_key, timeout_key = "heartbeat.interval.seconds", "heartbeat.timeout.seconds"
+    interval = float(properties.get(interval_key, DEFAULT_PROPERTIES[interval_key]))
+    timeout = float(properties.get(timeout_key, DEFAULT_PROPERTIES[timeout_key]))
+    if timeout < HEARTBEAT_BEATS_PER_TIMEOUT * interval:
+        where = f"properties.{timeout_key if timeout_key in properties else interval_key}"
+        raise LakeSpecError(where, f"a heartbeat timeout of {timeout:g} s is shorter than "
+                            f"{HEARTBEAT_BEATS_PER_TIMEOUT} heartbeat intervals of {interval:g} s: other processes "
+                            "would take a live writer for dead and roll it back.",
+                            f"Set {timeout_key} to at least {HEARTBEAT_BEATS_PER_TIMEOUT} x {interval_key} "
+                            f"(e.g. {max(HEARTBEAT_BEATS_PER_TIMEOUT * interval, 1):g} or more).")
+
+
 def check_identifier(name: Any, field_name: str) -> str:
     """Return `name` if it is a plain SQL identifier, else raise a spec error naming the field."""
     if not isinstance(name, str) or not IDENTIFIER.match(name):
@@ -263,6 +282,7 @@ class TableSpec:
             raise LakeSpecError("properties", "expected an object.", "Map property names to values.")
         for key, value in self.properties.items():
             check_property(key, value)
+        check_heartbeat(self.properties)
 
     def _validate_null_values(self) -> dict[str, tuple[str, ...]]:
         if not isinstance(self.null_values, Mapping):
@@ -455,6 +475,12 @@ def stored_spec(data: Mapping[str, Any]) -> TableSpec:
             log.warning("ignoring the stored table property %r=%r (%s); its default applies", key, value,
                         err.problem)
             del properties[key]
+    try:
+        check_heartbeat(properties)
+    except LakeSpecError as err:  # stored before the check: fall back to the defaults, which agree
+        log.warning("ignoring the stored heartbeat properties (%s); their defaults apply", err.problem)
+        for key in ("heartbeat.interval.seconds", "heartbeat.timeout.seconds"):
+            properties.pop(key, None)
     if "properties" in raw:
         raw["properties"] = properties
     return TableSpec.from_dict(raw)

@@ -9,11 +9,15 @@ e.g. `bucket.sort_columns` or `columns[2].nullable`.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_lake.lake.errors import LakeSpecError
+
+# Numbers in specs are read as floats: larger whole numbers would silently lose digits (2**53 + 1 reads as 2**53).
+MAX_EXACT_INT = 2**53
 
 
 class SpecReader:
@@ -83,6 +87,10 @@ class SpecReader:
         value = self._get(key)
         if value is None:
             return default
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_EXACT_INT:
+            # a float would round it (or overflow: a 401-digit number), so no count or size here means it
+            raise LakeSpecError(self.field(key), f"{_short(value)} is too large.",
+                                f"Give `{self.field(key)}` as a number below {MAX_EXACT_INT + 1:,}.")
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
                 or value < minimum:
             raise LakeSpecError(self.field(key), f"{value!r} is not a finite number >= {minimum:g}.",
@@ -174,3 +182,55 @@ class SpecReader:
             where = self.what if not self.path else f"`{self.path}` in {self.what}"
             raise LakeSpecError(self.field(str(unknown[0])), f"unknown field for {where}.",
                                 f"Use only {', '.join(sorted(self._seen))}.")
+
+
+def _short(value: Any) -> str:
+    """A value for a message: a 401-digit number is shown by its length, not printed whole."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:12]}... ({len(text)} digits)"
+
+
+class _DuplicateKeys(dict[str, Any]):
+    """A JSON object that named a key twice (the key is kept to name it in the error)."""
+
+    duplicate: str = ""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            marked = _DuplicateKeys(pairs)
+            marked.duplicate = key
+            return marked
+        out[key] = value
+    return out
+
+
+def _first_duplicate(value: Any, path: str) -> str | None:
+    """The path of the first key given twice in a parsed document, depth first."""
+    if isinstance(value, _DuplicateKeys):
+        return f"{path}.{value.duplicate}" if path else value.duplicate
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _first_duplicate(item, f"{path}.{key}" if path else str(key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _first_duplicate(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def loads_spec(text: str | bytes) -> Any:
+    """Parse a JSON spec strictly: a key given twice in one object is an error naming its path (plain
+    `json.loads` keeps the last value in silence, so `{"mode": "append", "mode": "overwrite"}` would
+    overwrite). Other JSON errors are raised as `json.JSONDecodeError`."""
+    document = json.loads(text, object_pairs_hook=_object)
+    where = _first_duplicate(document, "")
+    if where is not None:
+        raise LakeSpecError(where, "the key is given twice in the JSON spec; only one value can be meant.",
+                            f"Give `{where}` once.")
+    return document

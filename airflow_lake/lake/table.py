@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake import clean as clean_module
-from airflow_lake.lake import instants, recovery
+from airflow_lake.lake import instants, recovery, table_roots
 from airflow_lake.lake.errors import LakeSnapshotNotFound, LakeSpecError, LakeTableExists, LakeTableNotFound
 from airflow_lake.lake.filters import may_match, parse_filters
 from airflow_lake.lake.instants import Instant
@@ -50,7 +50,10 @@ class LakeTable:
     @classmethod
     def create(cls, path: str, spec: TableSpec | Mapping[str, Any], *, exist_ok: bool = False,
                request_id: str | None = None) -> LakeTable:
-        """Create a table (log entry 0 holds its spec). With `exist_ok`, an identical table is fine."""
+        """Create a table (log entry 0 holds its spec). With `exist_ok`, an identical table is fine.
+
+        Refused (`LakeSpecError`, nothing written) inside another table or over a directory that holds one
+        (`table_roots.check_new_root`)."""
         table_spec = spec if isinstance(spec, TableSpec) else TableSpec.from_dict(spec)
         table = cls(path)
         if table.storage.local and os.path.isfile(table.url):
@@ -67,9 +70,11 @@ class LakeTable:
                          operation="create_table", started_at=now, completed_at=now,
                          request_id=request_id, metadata={"spec": table_spec.to_dict()},
                          metrics={"columns": len(table_spec.columns), "created": True})
-        if table.commit_log.head() < 0 and table.commit_log.try_append(entry):
-            log.info("created lake table %s", table.url)
-            return table
+        if table.commit_log.head() < 0:
+            table_roots.check_new_root(table.url)  # before anything is written: no `_lake` left behind
+            if table.commit_log.try_append(entry):
+                log.info("created lake table %s", table.url)
+                return table
         existing = table.spec
         first = table.commit_log.read(0)
         if (exist_ok or (request_id is not None and first.request_id == request_id)) and existing == table_spec:
@@ -142,7 +147,9 @@ class LakeTable:
                 info = entry.metadata.get("instants", {}).get(rolled, {})
                 out.append(Instant(rolled, info.get("action", "?"), instants.ROLLED_BACK,
                                    info.get("operation", ""), seq=entry.seq, completed_at=entry.completed_at,
-                                   request_id=info.get("request_id")))
+                                   request_id=info.get("request_id"),
+                                   metadata={"rolled_back_by": entry.instant,
+                                             "reason": str(entry.metadata.get("reason") or "")}))
             out.append(Instant(entry.instant, entry.action, instants.COMPLETED, entry.operation, seq=entry.seq,
                                started_at=entry.started_at, completed_at=entry.completed_at,
                                request_id=entry.request_id, metadata=entry.metadata, metrics=entry.metrics))
@@ -178,6 +185,8 @@ class LakeTable:
                                 f"(operation {entry.operation}, log entry {entry.seq}); a retry is the same operation "
                                 "with the same request id.",
                                 f"Give this {operation} a request id of its own (Airflow's is dag/task/run/map index).")
+        if entry is not None:  # a retry: its first try may have died after committing, before tidying up
+            recovery.tidy_if_left(self, entry)
         return entry
 
     # -- reads ---------------------------------------------------------------------------------------
@@ -232,13 +241,20 @@ class LakeTable:
 
     # -- writes --------------------------------------------------------------------------------------
     def begin(self, action: str, operation: str, metadata: Mapping[str, Any] | None = None,
-              request_id: str | None = None, recover: bool = True) -> Transaction:
-        """Start a transaction; first rolls back instants whose writer died."""
+              request_id: str | None = None, recover: bool = True, *, base: TableState | None = None
+              ) -> Transaction:
+        """Start a transaction; first rolls back instants whose writer died.
+
+        `base`: the state the job read (its spec, its files, a query over the table itself), taken with
+        `state()` BEFORE reading; default the latest. Every commit since the base is checked against what
+        the transaction read and replaces, so a job must never read a newer state than its base.
+        """
         if request_id is not None:
             self.find_request(request_id, operation)  # refuses a request id of another operation
         if recover:
             recovery.recover(self)
-        return Transaction(self, action, operation, self.state(), metadata=metadata or {}, request_id=request_id)
+        return Transaction(self, action, operation, self.state() if base is None else base,
+                           metadata=metadata or {}, request_id=request_id)
 
     def write(self, df: DataFrame, *, mode: str = "append", partitions: Sequence[Mapping[str, Any]] | str | None = None,
               request_id: str | None = None) -> LogEntry:

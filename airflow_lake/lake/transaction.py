@@ -22,6 +22,7 @@ from airflow_lake.lake.errors import LakeCommitConflict, LakeError
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.heartbeat import Heartbeat
 from airflow_lake.lake.log import LogEntry
+from airflow_lake.lake.reads import TableRead
 from airflow_lake.lake.snapshot import TableState
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ class Transaction:
         storage = table.storage
         self.instant = instants.request(storage, action, operation, self.metadata, request_id,
                                         not_before=base.instant or None, finished=table.is_finished)
+        faults.reach("after_request")
         instants.mark_inflight(storage, self.instant, base.seq)
         self._heartbeat = Heartbeat(storage, self.instant, table.spec.float_property("heartbeat.interval.seconds"))
         self._heartbeat.start()
@@ -60,8 +62,14 @@ class Transaction:
     def commit(self, added: Iterable[DataFile] = (), removed: Iterable[str] = (), *,
                reads: Iterable[str] = (), overwrites: Iterable[Mapping[str, str | None]] = (),
                whole_table: bool = False, metrics: Mapping[str, Any] | None = None,
-               metadata: Mapping[str, Any] | None = None, versions: Iterable[int] = ()) -> LogEntry:
-        """Complete the instant: check conflicts, then exclusively create the next log entry."""
+               metadata: Mapping[str, Any] | None = None, versions: Iterable[int] = (),
+               table_reads: Iterable[TableRead] = ()) -> LogEntry:
+        """Complete the instant: check conflicts, then exclusively create the next log entry.
+
+        `reads`: files of this table the commit depends on (a conflict if one is removed meanwhile);
+        `table_reads`: scans of this table at the base that the data came from (a conflict if a file one of
+        them could have selected is added or removed meanwhile: `reads.py`).
+        """
         if self._done:
             raise LakeError(f"instant {self.instant} is already finished.")
         faults.reach("before_commit")
@@ -73,7 +81,12 @@ class Transaction:
         completes = self.metadata.get(COMPLETES)
         intent = CommitIntent(self.instant, frozenset(removed_paths), frozenset(reads),
                               tuple(overwrites), whole_table, self.request_id,
-                              completes if isinstance(completes, str) else None, frozenset(versions))
+                              completes if isinstance(completes, str) else None, frozenset(versions),
+                              tuple(table_reads))
+        stale = [r.seq for r in intent.table_reads if r.seq != self.base.seq]
+        if stale:
+            raise LakeError(f"a read of snapshot {stale[0]} cannot be checked against base {self.base.seq}: "
+                            "read the table at the transaction's base (`LakeTable.begin(base=...)`).")
         entry_metrics = {
             "files_added": len(added_files),
             "files_removed": len(removed_paths),
@@ -119,14 +132,15 @@ class Transaction:
         self.table.after_commit(entry)
         return entry
 
-    def abort(self) -> None:
-        """Roll the instant back: delete its files, record the rollback, drop its pending files."""
+    def abort(self, reason: str = "aborted by its writer") -> None:
+        """Roll the instant back: delete its files, record the rollback (with `reason`, shown in the
+        timeline), drop its pending files."""
         if self._done:
             return
         self._done = True
         self._heartbeat.stop()
         try:
-            self.table.rollback_unchecked([self.instant], reason="aborted by its writer")
+            self.table.rollback_unchecked([self.instant], reason=reason)
         except Exception:  # the next writer rolls it back once the heartbeat is stale
             log.warning("rollback of instant %s failed; it will be rolled back later", self.instant,
                         exc_info=True)

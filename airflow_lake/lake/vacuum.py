@@ -3,7 +3,9 @@
 `clean` deletes files the log *removed*. Files the log never held are debris nobody else deletes: files of
 writers that crashed before recovery existed, of rolled-back instants whose files had no marker, files
 dropped into the table directory by hand, and the staging directories of finished instants. The log
-decides what is kept; the directory listing only proposes candidates.
+decides what is kept; the directory listing only proposes candidates. A subdirectory that holds a `_lake`
+of its own is another table's (made by hand, or before `LakeTable.create` refused tables inside tables):
+nothing under it is ever deleted, and the result names it (`nested_tables`).
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake import instants
+from airflow_lake.lake import instants, paths
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.log import LogEntry
 from airflow_lake.lake.storage import Storage
+from airflow_lake.lake.table_roots import nested_roots
 
 if TYPE_CHECKING:
     from airflow_lake.lake.table import LakeTable
@@ -40,6 +43,7 @@ class VacuumResult:
     entry: LogEntry | None  # the `clean` entry that records the deletion
     older_than_hours: float
     dry_run: bool
+    nested_tables: tuple[str, ...] = ()  # subdirectories holding another table's `_lake`: left alone
 
     def metrics(self) -> dict[str, Any]:
         """Counts and a capped list of the paths; also the metrics stored in the log entry."""
@@ -55,12 +59,14 @@ class VacuumResult:
             "older_than_hours": self.older_than_hours,
             "paths": listed[:PATHS_IN_METRICS],
             "paths_truncated": len(listed) > PATHS_IN_METRICS,
+            "nested_tables_skipped": list(self.nested_tables[:PATHS_IN_METRICS]),
         }
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: the metrics, every path, and the instant and sequence number of the entry."""
         entry = self.entry
         return {**self.metrics(), "orphans": list(self.orphans), "staging": list(self.staging),
+                "nested_tables": list(self.nested_tables),
                 "bytes": self.bytes, "deleted": self.deleted,
                 "instant": entry.instant if entry else None, "seq": entry.seq if entry else None}
 
@@ -98,14 +104,21 @@ def vacuum(table: LakeTable, older_than_hours: float | None = None, dry_run: boo
     # both (not yet completed for the state, no longer pending for the listing) and delete its files.
     pending = {item.id for item in instants.pending(table.storage)}
     state = table.state()
+    # An instant in the log is finished, whatever pending files a writer killed past its commit left: the
+    # log alone decides which of its files are kept.
+    pending = {i for i in pending if i not in state.instants and i not in state.rolled_back}
 
     def keep_instant(instant: str | None) -> bool:
         return instant is not None and (instant in pending or instant >= fence)
 
     orphans, size = [], 0
-    for rel in table.storage.walk_files(""):
+    listed = table.storage.walk_files("")
+    other_table = _OtherTables(table.storage, nested_roots(listed))
+    for rel in listed:
         if is_hidden(rel) or rel in state.files or rel in state.tombstones or keep_instant(instant_of(rel)):
             continue
+        if other_table.holds(rel):
+            continue  # another table's file (its log, not ours, says whether it is live)
         try:
             if table.storage.mtime(rel) > cutoff:
                 continue
@@ -114,8 +127,13 @@ def vacuum(table: LakeTable, older_than_hours: float | None = None, dry_run: boo
             continue  # gone meanwhile
         orphans.append(rel)
     staging, staging_size = _finished_staging(table.storage, keep_instant, cutoff)
+    nested = tuple(sorted(other_table.roots))
     result = VacuumResult(tuple(orphans), tuple(staging), size + staging_size, deleted=False, entry=None,
-                          older_than_hours=hours, dry_run=dry_run)
+                          older_than_hours=hours, dry_run=dry_run, nested_tables=nested)
+    if nested:
+        log.warning("vacuum of %s: %d subdirector(ies) hold a table of their own (%s); nothing under them is "
+                    "deleted. Move such tables out of %s: a table never lies inside another.", table.url,
+                    len(nested), ", ".join(nested[:10]), table.url)
     if not orphans and not staging:
         log.info("vacuum of %s: no orphans older than %g h", table.url, hours)
         return result
@@ -138,6 +156,28 @@ def vacuum(table: LakeTable, older_than_hours: float | None = None, dry_run: boo
     log.info("vacuum of %s deleted %d orphan file(s) and %d staging dir(s), %d bytes", table.url,
              len(orphans), len(staging), result.bytes)
     return replace(done, entry=entry)
+
+
+class _OtherTables:
+    """Whether a file lies under a subdirectory holding a `_lake` of its own: one found in the listing, or
+    (for a table made there since) on disk now, looked up once per directory."""
+
+    def __init__(self, storage: Storage, roots: set[str]) -> None:
+        self.storage = storage
+        self.roots = set(roots)
+        self._checked: dict[str, bool] = {root: True for root in roots}
+
+    def holds(self, rel: str) -> bool:
+        parts = rel.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            directory = "/".join(parts[:depth])
+            if directory not in self._checked:
+                self._checked[directory] = self.storage.exists(f"{directory}/{paths.META}")
+                if self._checked[directory]:
+                    self.roots.add(directory)
+            if self._checked[directory]:
+                return True
+        return False
 
 
 def _finished_staging(storage: Storage, keep_instant: Callable[[str | None], bool], cutoff: float

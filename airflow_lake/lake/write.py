@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.log import LogEntry
 from airflow_lake.lake.partitions import normalize_partition
-from airflow_lake.lake.snapshot import files_in_partitions
+from airflow_lake.lake.reads import TableRead
+from airflow_lake.lake.snapshot import TableState, files_in_partitions
 from airflow_lake.lake.spark_schema import conform
-from airflow_lake.lake.spec import TableSpec
+from airflow_lake.lake.spec import TableSpec, stored_spec
 from airflow_lake.lake.writer import write_dataframe
 
 if TYPE_CHECKING:
@@ -35,16 +36,26 @@ def normalize_partitions(spec: TableSpec, partitions: Partitions, field: str = "
         raise LakeSpecError(field, "the table is not partitioned.", "Drop `partitions`.")
     out = [normalize_partition(spec, part, f"{field}[{i}]") for i, part in enumerate(partitions)]
     if not out:
-        raise LakeSpecError(field, "the list is empty.", "List at least one partition, or drop `partitions`.")
+        raise LakeSpecError(field, "the list is empty: an empty list never means every partition.",
+                            "List at least one partition; with none to overwrite, skip the write (the operators "
+                            "and the job runner treat `[]` as nothing to do). `partitions=None` overwrites the "
+                            "whole table.")
     return out
 
 
 def write(table: LakeTable, df: DataFrame, *, mode: str = "append", partitions: Partitions = None,
           request_id: str | None = None, reads: Iterable[str] = (),
           metadata: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
-          max_exchanges: int | None = None) -> LogEntry:
+          max_exchanges: int | None = None, base: TableState | None = None,
+          table_reads: Iterable[TableRead] = ()) -> LogEntry:
     """Append `df`, or overwrite the table / the given partitions / ('dynamic') the partitions in `df`;
     `metrics` are added to the commit's.
+
+    `base`: the table state `df` was built from when it reads this table (see `LakeTable.begin`), and
+    `table_reads` the scans of it at that base (`sources.load`): commits since then that add or remove a
+    file those scans could have seen make this write conflict instead of losing or doubling rows. Without
+    a base, the latest state is taken before anything else (the spec used to conform the data is part of
+    what the write read: a spec change committed meanwhile is a conflict).
 
     `max_exchanges`: fail (`LakeShuffleError`, before writing) if the query's plan and the write together
     need more shuffle Exchanges — for steps that must stay shuffle-free (bucketed reads into bucketed writes).
@@ -59,7 +70,8 @@ def write(table: LakeTable, df: DataFrame, *, mode: str = "append", partitions: 
                             "Convert it first, e.g. spark.createDataFrame(pandas_df).")
     if mode not in MODES:
         raise LakeSpecError("mode", f"unknown mode {mode!r}.", f"Use one of {', '.join(MODES)}.")
-    spec = table.spec
+    base = table.state() if base is None else base
+    spec = stored_spec(base.spec)
     if spec.primary_key:
         raise LakeSpecError("table", f"{table.url!r} has a primary key: rows go in by key and version.",
                             "Use versioned_upsert (VersionedUpsertOperator) instead of write.")
@@ -73,25 +85,26 @@ def write(table: LakeTable, df: DataFrame, *, mode: str = "append", partitions: 
         if prior is not None:
             return prior
     conformed = conform(df, spec)
-    txn = table.begin("commit", "write", request_id=request_id,
+    own_reads = tuple(table_reads)
+    txn = table.begin("commit", "write", request_id=request_id, base=base,
                       metadata={"mode": mode, "partitions": parts, **(metadata or {})})
     try:
         allowed = parts if isinstance(parts, list) else None
         metrics_out: dict[str, Any] = dict(metrics or {})
         files = write_dataframe(conformed, table.storage, spec, txn.instant, allowed_partitions=allowed,
                                 metrics=metrics_out, max_exchanges=max_exchanges)
-        base = txn.base_files
+        base_files = txn.base_files
         if mode == "append":
-            return txn.commit(added=files, reads=reads, metrics=metrics_out)
+            return txn.commit(added=files, reads=reads, table_reads=own_reads, metrics=metrics_out)
         if parts is None:
-            return txn.commit(added=files, removed=[f.path for f in base], reads=reads, whole_table=True,
-                              metrics=metrics_out)
+            return txn.commit(added=files, removed=[f.path for f in base_files], reads=reads, whole_table=True,
+                              table_reads=own_reads, metrics=metrics_out)
         targets = [dict(p) for p in {f.partition_key(): f.partition for f in files}.values()] \
             if parts == DYNAMIC else parts
         assert isinstance(targets, list)
-        removed = [f.path for f in files_in_partitions(base, targets)]
-        return txn.commit(added=files, removed=removed, reads=reads, overwrites=targets, metrics=metrics_out,
-                          metadata={"overwritten_partitions": targets})
+        removed = [f.path for f in files_in_partitions(base_files, targets)]
+        return txn.commit(added=files, removed=removed, reads=reads, overwrites=targets, table_reads=own_reads,
+                          metrics=metrics_out, metadata={"overwritten_partitions": targets})
     except BaseException:
         txn.abort()
         raise

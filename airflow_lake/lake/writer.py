@@ -29,7 +29,13 @@ from airflow_lake.lake.buckets.assign import assign_buckets, varying_counts
 from airflow_lake.lake.errors import LakeError, LakeSchemaError, LakeShuffleError
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.footers import read_footers
-from airflow_lake.lake.partitions import check_partition_value, parse_partition_dir, partition_dir
+from airflow_lake.lake.partitions import (
+    NULL_PARTITION,
+    check_partition_value,
+    null_name_problem,
+    parse_partition_dir,
+    partition_dir,
+)
 from airflow_lake.lake.plans import plan_text, shuffles
 from airflow_lake.lake.spark_conf import session_conf
 from airflow_lake.lake.spec import TableSpec
@@ -202,7 +208,8 @@ _ESCAPED_CLASS = "[\\x00-\\x1F\"#%'*/:=?\\\\\\x7F{\\[\\]^]"  # what `partitions.
 
 def _refuse_bad_partition_strings(df: DataFrame, spec: TableSpec) -> DataFrame:
     """Refuse, in the Spark job itself, string partition values Spark would write wrongly or not at all:
-    an empty string (Spark writes it as NULL) and a value whose directory name would be too long."""
+    an empty string or `__HIVE_DEFAULT_PARTITION__` (both written as NULL) and a value whose directory
+    name would be too long."""
     from pyspark.sql import functions as F
 
     for name in spec.partition_columns:
@@ -217,7 +224,9 @@ def _refuse_bad_partition_strings(df: DataFrame, spec: TableSpec) -> DataFrame:
         too_long = (f"{DATA_ERROR}: partition column {name!r} has a value too long for a directory name "
                     f"(`{name}=<value>` must fit in {MAX_SEGMENT_BYTES} bytes once escaped); nothing was "
                     "committed. Fix: shorten the values (e.g. a hash or a prefix) or partition by another column.")
+        null_name = f"{DATA_ERROR}: {null_name_problem(name)}"
         df = df.withColumn(name, F.when(col == F.lit(""), F.raise_error(F.lit(empty)))
+                           .when(col == F.lit(NULL_PARTITION), F.raise_error(F.lit(null_name)))
                            .when(segment > F.lit(MAX_SEGMENT_BYTES), F.raise_error(F.lit(too_long)))
                            .otherwise(col))
     return df

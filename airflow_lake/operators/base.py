@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import Asset, BaseOperator, Context
 
 from airflow_lake.assets import event_extra, table_asset, table_uri
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.ui.links import LakeTableLink
+
+if TYPE_CHECKING:
+    from airflow_lake.jobs.noop import NothingToDo
 
 
 class LakeOperator(BaseOperator):
@@ -25,6 +28,9 @@ class LakeOperator(BaseOperator):
     Operators that commit data (`emits_asset`) list their table's Asset (`airflow_lake.assets.table_asset`)
     among their outlets, unless the table path is templated or `outlets` is given, and put the commit's
     metrics into the asset event's extra.
+
+    A spec that selects nothing (an empty list of partitions, instants...) is no job: the task commits nothing,
+    submits nothing, logs why and returns metrics with `noop: true` and the `reason`.
     """
 
     operation: ClassVar[str] = ""
@@ -58,10 +64,24 @@ class LakeOperator(BaseOperator):
         ti = context["ti"]
         return f"{ti.dag_id}/{ti.task_id}/{ti.run_id}/{ti.map_index}"
 
+    def nothing_to_do(self, spec: Mapping[str, Any]) -> NothingToDo | None:
+        """The operation's verdict on `spec` when it selects nothing (the job runner decides the same way)."""
+        from airflow_lake.jobs.noop import NothingToDo
+        from airflow_lake.jobs.registry import validate
+
+        parsed = validate(self.operation, spec)
+        return parsed if isinstance(parsed, NothingToDo) else None
+
     def execute(self, context: Context) -> dict[str, Any]:
         """Submit the operation and push its metrics to XCom."""
         spec = {"table": self.table, **self.build_spec(context), "request_id": self.request_id(context)}
-        metrics = self.hook.submit(self.operation, spec)
+        nothing = self.nothing_to_do(spec)
+        if nothing is not None:
+            metrics = nothing.run()
+            self.log.info("%s on %s: %s. Nothing submitted, nothing committed.", self.operation, self.table,
+                          nothing.reason)
+        else:
+            metrics = self.hook.submit(self.operation, spec)
         self.log.info("%s on %s: %s", self.operation, self.table, json_line(metrics))
         # one line for programs that read task logs (the demo's report), whichever path ran the operation
         self.log.info("%s%s", METRICS_PREFIX, json.dumps(metrics, default=str))

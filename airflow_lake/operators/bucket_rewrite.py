@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from airflow.sdk import Context
 
 from airflow_lake.operators.base import LakeOperator
+from airflow_lake.operators.rendered import rendered_bucket, rendered_selection
 
 
 class BucketRewriteOperator(LakeOperator):
@@ -16,7 +17,8 @@ class BucketRewriteOperator(LakeOperator):
 
     :param partitions: a list of partitions ([{"dt": "2024-01-01"}]), a range
         ({"from": {"dt": ...}, "to": {"dt": ...}}, either end optional: {"from": ...} is "from X on"), or
-        None / "all" for every partition.
+        None (left out) / "all" for every partition. An empty list rewrites nothing (`noop`, no bucket spec
+        stored) — also when an upstream task or a template gives no partitions ([], "[]", None, "").
     :param bucket: the new bucket spec, which becomes the table's: {"columns": [...], "count": N,
         "sort_columns": [...], "partition_counts": [{"partition": {...}, "count": M}], "from_partition": {...}};
         None keeps the table's. Bucketing a plain table with {"from": X} also sets "from_partition" to X.
@@ -34,13 +36,16 @@ class BucketRewriteOperator(LakeOperator):
                  bucket: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.partitions = partitions
+        self.partitions_given = partitions is not None  # then an empty rendering selects nothing
         self.bucket = bucket
 
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The bucket_rewrite spec."""
         spec: dict[str, Any] = {}
-        if self.partitions not in (None, "", []):
-            spec["partitions"] = self.partitions
-        if self.bucket:
-            spec["bucket"] = dict(self.bucket)
+        partitions = rendered_selection(self.partitions, "partitions", given=self.partitions_given)
+        if partitions is not None:
+            spec["partitions"] = partitions
+        bucket = rendered_bucket(rendered_selection(self.bucket, "bucket", given=False))
+        if bucket is not None:  # {} is passed on: the operation says what it lacks
+            spec["bucket"] = dict(bucket) if isinstance(bucket, Mapping) else bucket
         return spec

@@ -12,13 +12,17 @@ The schedule step reads only the timeline (no Spark). With nothing to plan it su
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pendulum
 from airflow.sdk import Context
 from airflow.sdk.bases.skipmixin import SkipMixin
 
 from airflow_lake.operators.base import LakeOperator
+from airflow_lake.operators.rendered import rendered_selection, rendered_whole
+
+if TYPE_CHECKING:
+    from airflow_lake.jobs.noop import NothingToDo
 
 _SCHEDULE_FIELDS = ("min_commits", "partitions", "partition_regex", "filter_mode", "lookback_partitions",
                     "skip_from_latest", "begin_partition", "end_partition", "small_file_limit_bytes",
@@ -38,6 +42,8 @@ class ScheduleClusteringOperator(LakeOperator, SkipMixin):
 
     :param min_commits: commits needed since the last clustering (Hudi max.commits), default 4.
     :param partitions: an explicit list of partitions to plan ([{"dt": "2024-01-01"}]); wins over the rest.
+        An empty list plans nothing (no plan: the downstream tasks are skipped) — also when an upstream task
+        or a template gives none ([], "[]", None, ""); leave it out (None) to choose by the other fields.
     :param partition_regex: full match against "col=value/col2=value".
     :param filter_mode: NONE, RECENT_DAYS (lookback_partitions, skip_from_latest), SELECTED_PARTITIONS
         (begin_partition, end_partition, inclusive) or DAY_ROLLING (partitions whose index mod 24 is the hour
@@ -77,6 +83,7 @@ class ScheduleClusteringOperator(LakeOperator, SkipMixin):
         super().__init__(**kwargs)
         self.min_commits = min_commits
         self.partitions = partitions
+        self.partitions_given = partitions is not None  # then an empty rendering plans nothing
         self.partition_regex = partition_regex
         self.filter_mode = filter_mode
         self.lookback_partitions = lookback_partitions
@@ -100,14 +107,19 @@ class ScheduleClusteringOperator(LakeOperator, SkipMixin):
         spec: dict[str, Any] = {}
         for name in _SCHEDULE_FIELDS:
             value = getattr(self, name)
+            if name in ("partitions", "begin_partition", "end_partition"):
+                value = rendered_selection(value, name, given=name == "partitions" and self.partitions_given)
+                if value is not None:
+                    spec[name] = value  # [] goes on: the operation plans nothing, never every partition
+                continue
             if value is None or value in ("", []) or (name == "single_group_clustering" and not value):
                 continue
             if name in ("layout", "curve", "filter_mode") and isinstance(value, str):
                 value = value.strip().upper()
             if name == "sort_columns" and isinstance(value, str):
                 value = [c.strip() for c in value.split(",") if c.strip()]
-            if name in _NUMBER_FIELDS and isinstance(value, str) and value.strip().isdigit():
-                value = int(value)  # a rendered template ("{{ params.min_commits }}") is text
+            if name in _NUMBER_FIELDS:
+                value = rendered_whole(value)  # a rendered template ("{{ params.min_commits }}") is text
             spec[name] = value
         if spec.get("filter_mode") == "DAY_ROLLING":
             spec["hour"] = self.run_hour(context)
@@ -139,8 +151,9 @@ class ScheduleClusteringOperator(LakeOperator, SkipMixin):
 class ExecuteClusteringOperator(LakeOperator):
     """Run a clustering plan as one replace commit; returns its metrics (files/bytes before and after).
 
-    :param plan_id: the plan to run (templated; e.g. `plan.output["plan_id"]`); empty: `which`.
-    :param which: without plan_id, "oldest" pending plan or "all" of them (one commit each).
+    :param plan_id: the plan to run (templated; e.g. `plan.output["plan_id"]`). Given, but rendered empty
+        (None, "", "None": the upstream schedule planned nothing), nothing runs (`noop`): never another plan.
+    :param which: without plan_id (left out), "oldest" pending plan or "all" of them (one commit each).
     :param parallelism: groups rewritten at once (parallel Spark jobs), default 4.
 
     A retry of a completed plan writes nothing and returns its metrics; a plan whose input files a
@@ -156,6 +169,7 @@ class ExecuteClusteringOperator(LakeOperator):
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.plan_id = plan_id
+        self.plan_id_given = plan_id is not None  # then an empty rendering runs nothing, not `which`
         self.which = which
         self.parallelism = parallelism
 
@@ -168,6 +182,19 @@ class ExecuteClusteringOperator(LakeOperator):
         else:
             spec["which"] = self.which
         return spec
+
+    def nothing_to_do(self, spec: Mapping[str, Any]) -> NothingToDo | None:
+        """A plan_id given but empty: the schedule it came from planned nothing, so nothing runs."""
+        from airflow_lake.jobs.noop import NothingToDo
+        from airflow_lake.jobs.registry import validate
+
+        validate(self.operation, spec)  # a bad spec fails as it would have
+        if not self.plan_id_given or "plan_id" in spec:
+            return None
+        return NothingToDo(str(spec["table"]), self.operation, "plan_id", spec.get("request_id"),
+                           extra={"plans_executed": 0},
+                           detail=f"plan_id is empty ({self.plan_id!r}: the schedule planned nothing), so no plan "
+                                  "runs")
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Run the plan(s); for `which="all"` the metrics list every plan under `plans`."""

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from airflow.sdk import Context
 
 from airflow_lake.operators.base import LakeOperator
+from airflow_lake.operators.rendered import rendered_selection
 
 
 class CompactOperator(LakeOperator):
@@ -16,7 +17,8 @@ class CompactOperator(LakeOperator):
     commit. Upserts running meanwhile land; late upserts of lower versions still merge right. Returns its
     metrics (files_before, files_after, keys, ...; `noop` when nothing needed compacting).
 
-    :param partitions: partitions to compact ([{"dt": "2024-01-01"}]); None: all.
+    :param partitions: partitions to compact ([{"dt": "2024-01-01"}]); None (left out): all. An empty list
+        compacts nothing (`noop`) — also when an upstream task or a template gives none ([], "[]", None, "").
     """
 
     operation: ClassVar[str] = "compact"
@@ -28,7 +30,9 @@ class CompactOperator(LakeOperator):
     def __init__(self, *, partitions: Sequence[Mapping[str, Any]] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.partitions = partitions
+        self.partitions_given = partitions is not None  # then an empty rendering selects nothing
 
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The compact spec."""
-        return {} if self.partitions in (None, "", []) else {"partitions": self.partitions}
+        partitions = rendered_selection(self.partitions, "partitions", given=self.partitions_given)
+        return {} if partitions is None else {"partitions": partitions}

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from airflow.sdk import Context
 
 from airflow_lake.operators.base import LakeOperator
+from airflow_lake.operators.rendered import rendered_bucket, rendered_selection
 
 
 class LakeCreateTableOperator(LakeOperator):
@@ -52,14 +53,18 @@ class LakeCreateTableOperator(LakeOperator):
             "merge_operators": self.merge_operators, "properties": self.properties,
             "null_values": self.null_values, "if_exists": self.if_exists,
         }
-        if isinstance(self.bucket, Mapping):  # a templated count ("{{ params.buckets }}") renders as text
-            fields["bucket"] = {k: int(v) if k == "count" and isinstance(v, str) and v.strip().isdigit() else v
-                                for k, v in self.bucket.items()}
+        # a templated count ("{{ params.buckets }}") renders as text, "8.0" for a Param given as 8.0
+        fields["bucket"] = rendered_bucket(self.bucket)
         return {k: v for k, v in fields.items() if v not in (None, [], {})}
 
 
 class LakeRollbackOperator(LakeOperator):
-    """Roll back pending instants whose writer died (or the named `instants`)."""
+    """Roll back pending instants whose writer died (or the named `instants`).
+
+    :param instants: instant ids to roll back (templated); left out (None), every pending instant whose writer
+        is dead. An empty list rolls back nothing (`noop`) — also when an upstream task or a template gives
+        none ([], "[]", None, "").
+    """
 
     operation: ClassVar[str] = "rollback"
     template_fields: Sequence[str] = (*LakeOperator.template_fields, "instants")
@@ -67,10 +72,14 @@ class LakeRollbackOperator(LakeOperator):
     def __init__(self, *, instants: Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.instants = instants
+        self.instants_given = instants is not None  # then an empty rendering rolls back nothing
 
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The rollback spec."""
-        return {"instants": list(self.instants)} if self.instants else {}
+        instants = rendered_selection(self.instants, "instants", given=self.instants_given)
+        if instants is None:
+            return {}
+        return {"instants": [instants] if isinstance(instants, str) else list(instants)}
 
 
 class LakeCleanOperator(LakeOperator):
@@ -79,13 +88,15 @@ class LakeCleanOperator(LakeOperator):
     operation: ClassVar[str] = "clean"
     template_fields: Sequence[str] = (*LakeOperator.template_fields, "retain_hours")
 
-    def __init__(self, *, retain_hours: float | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, retain_hours: float | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if not _is_template(retain_hours) and retain_hours is not None:
+            _hours(retain_hours, "retain_hours")
         self.retain_hours = retain_hours
 
     def build_spec(self, context: Context) -> dict[str, Any]:
-        """The clean spec."""
-        return {} if self.retain_hours is None else {"retain_hours": float(self.retain_hours)}
+        """The clean spec (from the rendered field)."""
+        return {} if self.retain_hours in (None, "") else {"retain_hours": _hours(self.retain_hours, "retain_hours")}
 
 
 class LakeVacuumOperator(LakeOperator):
@@ -125,14 +136,15 @@ def _is_template(value: Any) -> bool:
     return isinstance(value, str) and "{{" in value
 
 
-def _hours(value: Any) -> float:
-    """A number of hours >= 0 (a numeric string, as a rendered template gives, is fine)."""
+def _hours(value: Any, name: str = "older_than_hours") -> float:
+    """A finite number of hours >= 0 (a numeric string, as a rendered template gives, is fine)."""
     try:
         hours = -1.0 if isinstance(value, bool) else float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int of hundreds of digits
         hours = -1.0
-    if math.isnan(hours) or hours < 0:
-        raise ValueError(f"older_than_hours must be a number of hours >= 0, got {value!r}")
+    if not math.isfinite(hours) or hours < 0:
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:12]}... ({len(repr(value))} characters)"
+        raise ValueError(f"{name} must be a finite number of hours >= 0, got {shown}")
     return hours
 
 

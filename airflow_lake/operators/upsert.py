@@ -46,7 +46,7 @@ class VersionedUpsertOperator(SourceMixin, LakeOperator):
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The versioned_upsert spec."""
         spec: dict[str, Any] = {"source": self.source_spec(), "replace_version": self.replace_version}
-        if self.version not in (None, ""):
+        if self.version is not None:  # a template rendering "" is an error, never "use the version column"
             spec["version"] = self.version
         if self.version_column:
             spec["version_column"] = self.version_column

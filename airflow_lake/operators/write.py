@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from airflow.sdk import Context
 
 from airflow_lake.operators.base import LakeOperator
+from airflow_lake.operators.rendered import rendered_selection
 from airflow_lake.operators.source import SourceMixin
 
 
@@ -19,7 +20,9 @@ class LakeWriteOperator(SourceMixin, LakeOperator):
 
     :param mode: "append" or "overwrite".
     :param partitions: for overwrite: a list of partitions ({"dt": "2024-01-01"}) or "dynamic"
-        (the partitions present in the data); None overwrites the whole table.
+        (the partitions present in the data); left out (None), the whole table is overwritten. An empty
+        list overwrites nothing: the task succeeds with `noop` metrics and commits nothing — also when an
+        upstream task or a template gives no partitions (`[]`, "[]", None, "").
     """
 
     operation: ClassVar[str] = "write"
@@ -39,6 +42,7 @@ class LakeWriteOperator(SourceMixin, LakeOperator):
         self.init_source(source_path, source_format, source_options, query, tables)
         self.mode = mode
         self.partitions = partitions
+        self.partitions_given = partitions is not None  # then an empty rendering selects nothing, not the table
         if max_exchanges is not None and (isinstance(max_exchanges, bool) or not isinstance(max_exchanges, int)
                                           or max_exchanges < 0):
             raise ValueError(f"max_exchanges must be a whole number >= 0, got {max_exchanges!r}")
@@ -47,8 +51,9 @@ class LakeWriteOperator(SourceMixin, LakeOperator):
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The write spec."""
         spec: dict[str, Any] = {"source": self.source_spec(), "mode": self.mode}
-        if self.partitions not in (None, "", []):
-            spec["partitions"] = self.partitions
+        partitions = rendered_selection(self.partitions, "partitions", given=self.partitions_given)
+        if partitions is not None:
+            spec["partitions"] = partitions
         if self.max_exchanges is not None:
             spec["max_exchanges"] = self.max_exchanges
         return spec

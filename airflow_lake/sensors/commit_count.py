@@ -12,7 +12,8 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_lake.exceptions import LakeJobError
 from airflow_lake.lake.clustering.timeline import check_since
-from airflow_lake.sensors.commit_count_check import count_commits
+from airflow_lake.operators.rendered import rendered_whole
+from airflow_lake.sensors.commit_count_check import MIN_POKE_INTERVAL, check_actions, count_commits
 from airflow_lake.triggers.commit_count import CommitCountTrigger
 
 
@@ -23,28 +24,33 @@ class CommitCountSensor(BaseSensorOperator):
     :param table: path of the lake table (templated).
     :param min_commits: commits to wait for (templated), default 4.
     :param since: "last_clustering" (default), "start", or an instant id (templated).
-    :param actions: actions that count (default ["commit", "upsert"]: data writes).
+    :param actions: actions that count (default ["commit", "upsert"]: data writes); one name ("commit") or a
+        list of create, commit, replace, upsert, clean, rollback. Checked when the DAG is parsed: an unknown
+        action would never be counted and the sensor would wait for good.
     :param deferrable: wait in the triggerer instead of a worker slot.
+
+    `poke_interval` is at least 1 second (a smaller one is refused when the DAG is parsed).
     """
 
     template_fields: Sequence[str] = ("table", "min_commits", "since")
     ui_color = "#d9d2e9"
 
     def __init__(self, *, table: str, min_commits: int | str = 4, since: str = "last_clustering",
-                 actions: Sequence[str] | None = None,
+                 actions: str | Sequence[str] | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if self.poke_interval < MIN_POKE_INTERVAL:
+            raise ValueError(f"poke_interval must be at least {MIN_POKE_INTERVAL:g} second(s), got "
+                             f"{self.poke_interval!r}: each poke reads the table's timeline")
         self.table = table
         self.min_commits = min_commits
         self.since = since
-        self.actions = list(actions) if actions is not None else None
+        self.actions = check_actions(actions)
         self.deferrable = deferrable
 
     def _wanted(self) -> int:
-        value = self.min_commits
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value)
+        value = rendered_whole(self.min_commits)  # "{{ params.min_commits }}" renders "2" (or "2.0")
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"min_commits must be a whole number >= 0, got {self.min_commits!r}")
         return value

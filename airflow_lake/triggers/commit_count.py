@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_lake.sensors.commit_count_check import count_commits
+from airflow_lake.sensors.commit_count_check import MIN_POKE_INTERVAL, check_actions, count_commits
 
 
 class CommitCountTrigger(BaseTrigger):
@@ -21,18 +21,19 @@ class CommitCountTrigger(BaseTrigger):
     :param table: path of the lake table.
     :param min_commits: commits needed.
     :param since: "last_clustering", "start" or an instant id.
-    :param actions: actions counted (default commit and upsert).
-    :param poke_interval: seconds between checks.
+    :param actions: actions counted (default commit and upsert; one name or a list of known actions).
+    :param poke_interval: seconds between checks, at least 1 (a smaller one is raised to 1).
     """
 
     def __init__(self, table: str, min_commits: int, since: str = "last_clustering",
-                 actions: Sequence[str] | None = None, poke_interval: float = 60.0) -> None:
+                 actions: str | Sequence[str] | None = None, poke_interval: float = 60.0) -> None:
         super().__init__()
         self.table = table
         self.min_commits = min_commits
         self.since = since
-        self.actions = list(actions) if actions is not None else None
-        self.poke_interval = poke_interval
+        self.actions = check_actions(actions)
+        # raised, not refused: a trigger stored by an older version must still run (just not spin)
+        self.poke_interval = max(float(poke_interval), MIN_POKE_INTERVAL)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Class path and arguments, for the triggerer to rebuild it."""

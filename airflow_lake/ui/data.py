@@ -10,6 +10,7 @@ from airflow_lake.reports import files_data, plans_data, show_data, timeline_dat
 from airflow_lake.ui.roots import TableRef
 
 TIMELINE_PAGE = 100
+MAX_TIMELINE_PAGE = 1000  # a page renders every entry it shows: more belongs to `airflow-lake timeline`
 
 
 def table_summary(ref: TableRef, table: LakeTable | None = None,

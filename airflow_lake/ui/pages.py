@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow_lake.cli_format import fmt_bytes, fmt_time, instant_summary
+from airflow_lake.ui.data import MAX_TIMELINE_PAGE
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 16px; color: #1b1f23; }
@@ -70,9 +71,15 @@ def table_page(detail: Mapping[str, Any], layouts: Sequence[str]) -> str:
         for p in plans["plans"])
     instants = "".join(_instant_row(i) for i in detail["instants"])
     shown = len(detail["instants"])
-    more = (f"<p class='muted'>The newest {shown} of {detail['total_instants']:,} log entries. "
-            f"<a href='table?ref={quote(s['ref'], safe='/')}&amp;limit={detail['limit'] * 10}'>Show more</a></p>"
-            if detail["total_instants"] > detail["limit"] else "")
+    more = ""
+    if detail["total_instants"] > detail["limit"]:
+        more = f"<p class='muted' id='more'>The newest {shown} of {detail['total_instants']:,} log entries. "
+        if detail["limit"] < MAX_TIMELINE_PAGE:
+            wider = min(detail["limit"] * 10, MAX_TIMELINE_PAGE)
+            more += f"<a href='table?ref={quote(s['ref'], safe='/')}&amp;limit={wider}'>Show more</a></p>"
+        else:
+            more += (f"A page shows at most {MAX_TIMELINE_PAGE:,}: <code>airflow-lake timeline "
+                     f"{escape(s['path'])} --limit 0</code> lists them all.</p>")
     body = (
         "<p><a href='./'>&larr; all tables</a></p>"
         f"<h1 id='table-name'>{escape(s['name'])}</h1><p class='muted'>{escape(s['path'])}</p>"
@@ -95,11 +102,30 @@ def table_page(detail: Mapping[str, Any], layouts: Sequence[str]) -> str:
 
 def _instant_row(item: Mapping[str, Any]) -> str:
     metrics = item.get("metrics") or {}
-    versions = metrics.get("versions") or (item.get("metadata") or {}).get("versions") or []
     detail = escape(json.dumps(metrics, indent=1, sort_keys=True, default=str)) if metrics else ""
     return (f"<tr class='instant'><td class='n'>{'' if item.get('seq') is None else item['seq']}</td>"
             f"<td>{escape(item['id'])}</td><td>{escape(item['action'])}</td><td>{escape(item['operation'])}</td>"
             f"<td class='state-{escape(item['state'])}'>{escape(item['state'])}</td>"
-            f"<td>{fmt_time(item.get('completed_at'))}</td><td>{escape(', '.join(map(str, versions)))}</td>"
+            f"<td>{fmt_time(item.get('completed_at'))}</td><td class='versions'>{escape(versions_text(item))}</td>"
             f"<td>{escape(instant_summary(item))}</td>"
             f"<td>{f'<details><summary>metrics</summary><pre>{detail}</pre></details>' if detail else ''}</td></tr>")
+
+
+def versions_text(item: Mapping[str, Any]) -> str:
+    """An upsert's versions, "3, 4": the log entry's metadata lists them; its metrics list them too from
+    this release on, while entries written before hold only their count there ("versions": 2)."""
+    metadata, metrics = item.get("metadata") or {}, item.get("metrics") or {}
+    for listed in (metadata.get("versions"), metrics.get("versions")):
+        if isinstance(listed, list | tuple):
+            return ", ".join(map(str, listed))
+    count = metrics.get("version_count", metrics.get("versions"))
+    if isinstance(count, int) and not isinstance(count, bool):
+        return f"{count} version(s)"
+    return ""
+
+
+def error_page(name: str, message: str) -> str:
+    """The page of a table that cannot be shown, saying which and why."""
+    body = ("<p><a href='./'>&larr; all tables</a></p>"
+            f"<h1 id='table-name'>{escape(name)}</h1><p id='error' class='state-rolled_back'>{escape(message)}</p>")
+    return _page(f"Lake: {name} cannot be read", body)

@@ -1,7 +1,10 @@
 """Where the Lake page may look: the configured roots, and table references confined to them.
 
 A table is named in URLs as "<root index>/<path under the root>" (e.g. "0/dm_work_7d"): never an absolute
-path, never "..", and its real path (symlinks resolved) must stay inside its root's real path.
+path, never "..", and its real path (symlinks resolved) must stay inside its root's real path. The page reads
+nothing but the table's `_lake` directory, so that directory must be the table's own: not a link (a link could
+show another table, inside the roots or not, under this one's name and this one's access rights), and no link
+in it may lead out of it.
 """
 
 from __future__ import annotations
@@ -58,11 +61,38 @@ def resolve(ref: str, roots: list[str]) -> TableRef:
         raise BadTableRef(f"{ref!r}: a table path is relative to its root, without '.', '..' or empty parts.")
     root = roots[int(head)]
     real = os.path.realpath(os.path.join(root, *parts))
-    if os.path.commonpath([real, root]) != root or real == root:
+    if not _inside(real, root) or real == root:
         raise BadTableRef(f"{ref!r} leaves its root.")
-    if not os.path.isdir(os.path.join(real, LAKE_DIR)):
+    lake = os.path.join(real, LAKE_DIR)
+    if not os.path.isdir(lake):
         raise BadTableRef(f"{ref!r} is not a lake table.")
+    if os.path.realpath(lake) != lake:
+        raise BadTableRef(f"{ref!r}: its {LAKE_DIR} directory is a link, not the table's own.")
+    if _link_out_of(lake):
+        raise BadTableRef(f"{ref!r}: a link in its {LAKE_DIR} directory leads out of it.")
     return TableRef(int(head), "/".join(parts), real)
+
+
+def _inside(path: str, directory: str) -> bool:
+    return os.path.commonpath([path, directory]) == directory
+
+
+def _link_out_of(lake: str) -> bool:
+    """Whether a symlink anywhere under `lake` (a real path) resolves outside it. A writer makes no links
+    there; the walk reads entry kinds from the directory listings (no stat per file: logs hold 10,000s)."""
+    stack = [lake]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        if not _inside(os.path.realpath(entry.path), lake):
+                            return True
+                    elif entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:  # unreadable: reading the table fails later, with its own message
+            continue
+    return False
 
 
 def find_tables(roots: list[str]) -> list[TableRef]:
@@ -81,7 +111,7 @@ def find_tables(roots: list[str]) -> list[TableRef]:
             for child in children:
                 relative = child.relative_to(root).as_posix()
                 if (child / LAKE_DIR).is_dir():
-                    with contextlib.suppress(BadTableRef):  # (a link out of the root)
+                    with contextlib.suppress(BadTableRef):  # (a link out of the root, a `_lake` not its own)
                         found.append(resolve(f"{index}/{relative}", roots))
                 elif depth + 1 < MAX_DEPTH and not child.is_symlink():
                     stack.append((child, depth + 1))

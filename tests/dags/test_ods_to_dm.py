@@ -105,9 +105,14 @@ def test_pipeline_and_maintenance_in_airflow_dags_test(tmp_path: Path, connect_s
                                                           "port": int(port)})}
     lake = tmp_path / "lake"
     subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, timeout=300, check=True)
-    logs = [dags_test(env, "lake_ods_to_dm", day, {"events_per_day": EVENTS, "backfill_days": backfill})
-            for day, backfill in RUNS]
+    # `day: ""` is the logical date (the README says so; the schema refused it before); `buckets: 8.0` is an
+    # integer to JSON Schema and renders "8.0" (the create tasks refused it before)
+    first = {"day": "", "buckets": 8.0}
+    logs = [dags_test(env, "lake_ods_to_dm", day, {"events_per_day": EVENTS, "backfill_days": backfill,
+                                                   **(first if i == 0 else {})})
+            for i, (day, backfill) in enumerate(RUNS)]
     assert all("over Spark Connect" in log and "Submitting" not in log for log in logs)  # no spark-submit
+    assert LakeTable.open(str(lake / "dwd_plays")).spec.bucket.count == 16  # 2 x the buckets Param (8.0)
 
     # every step from DWD on is shuffle-free (the DAG would have failed otherwise; the metrics say so too)
     for name in ("dwd_works", "dws_work_daily", "dm_work_7d"):
@@ -137,7 +142,7 @@ def test_pipeline_and_maintenance_in_airflow_dags_test(tmp_path: Path, connect_s
     before = contents(lake)  # (a retry of cleared tasks: tests/dags/test_scheduler_trigger.py)
 
     # maintenance: the DM table has had 3 commits -> clustered in Z-order; dimensions compacted; clean
-    dags_test(env, "lake_maintenance", "2024-01-03", {"min_commits": 2, "target_file_bytes": 4096})
+    dags_test(env, "lake_maintenance", "2024-01-03", {"min_commits": 2.0, "target_file_bytes": 4096.0})
     clustered = committed(lake, "dm_work_7d", "execute_clustering")
     assert len(clustered) == 1 and clustered[0]["files_after"] < clustered[0]["files_before"], clustered
     assert [len(committed(lake, name, "compact")) for name in ("ods_works", "ods_users")] == [1, 1]

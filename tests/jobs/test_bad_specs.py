@@ -224,3 +224,142 @@ def test_partition_names_resolve_case_insensitively_and_dates_must_be_iso(spark:
                              "partitions": [{"dt": "20240101"}]})
     assert str(info.value).startswith("partitions[0].dt: value '20240101' is not a valid date.")
     assert LakeTable.open(dated).commit_log.head() == 0 and parquet_files_on_disk(dated) == set()
+
+
+# -- issue 20: an empty list selects nothing, never everything; unclear inputs fail clearly -----------------------
+
+PK_SCHEMA = {"schema": "k BIGINT NOT NULL, dt STRING, v BIGINT", "partition_by": ["dt"], "primary_key": ["k"],
+             "bucket": {"columns": ["k"], "count": 2}}
+
+
+def pk_source(path: Path, keys: range, dt: str) -> str:
+    pq.write_table(pa.table({"k": pa.array(list(keys), pa.int64()), "dt": [dt] * len(keys),
+                             "v": pa.array(list(keys), pa.int64())}), path)
+    return str(path)
+
+
+def test_an_empty_list_selects_nothing_and_starts_no_spark(spark: Any, table: LakeTable, tmp_path: Path) -> None:
+    """`partitions: []` (an upstream task that found no partitions) never means the whole table: every
+    operation that selects partitions or instants commits nothing, reports `noop`, and needs no Spark."""
+    t = table.url
+    run(spark, "write", {"table": t, "source": {"path": write_source(tmp_path / "d2.parquet", [5, 6], "d2")}})
+    plan = run(None, "schedule_clustering", {"table": t, "min_commits": 0, "sort_columns": ["id"]})
+    assert plan["plan_id"] is not None  # a pending plan
+    keyed = LakeTable.create(str(tmp_path / "pk"), PK_SCHEMA)
+    for version in (1, 2):  # two upserts: compaction has work in partition d1
+        batch = pk_source(tmp_path / f"pk{version}.parquet", range(6), "d1")
+        run(spark, "versioned_upsert", {"table": keyed.url, "version": version, "source": {"path": batch}})
+    before = {path: snapshot_of_everything(LakeTable.open(path)) for path in (t, keyed.url)}
+    heads = {path: LakeTable.open(path).commit_log.head() for path in (t, keyed.url)}
+    source = write_source(tmp_path / "new.parquet", [100], "d1")
+    cases = [
+        ("write", {"table": t, "source": {"path": source}, "mode": "overwrite", "partitions": []}),
+        ("bucket_rewrite", {"table": t, "partitions": [], "bucket": {"columns": ["id"], "count": 4}}),
+        ("schedule_clustering", {"table": t, "partitions": [], "min_commits": 0}),
+        ("rollback", {"table": t, "instants": []}),
+        ("compact", {"table": keyed.url, "partitions": []}),
+    ]
+    for operation, spec in cases:
+        metrics = run(None, operation, {**spec, "request_id": f"r-{operation}"})  # None: no Spark is needed
+        assert metrics["noop"] is True and metrics["already_committed"] is False, (operation, metrics)
+        assert metrics["reason"] == f"`{'instants' if operation == 'rollback' else 'partitions'}` is an empty " \
+                                    "list: nothing selected, nothing to do", metrics
+        assert metrics["table"] == LakeTable.open(spec["table"]).url and metrics["request_id"] == f"r-{operation}"
+    assert run(None, "schedule_clustering", {"table": t, "partitions": []})["plan_id"] is None
+    for path in (t, keyed.url):
+        fresh = LakeTable.open(path)
+        assert fresh.commit_log.head() == heads[path], path  # nothing committed
+        assert snapshot_of_everything(fresh)[:2] == before[path][:2]
+    assert sorted(r["id"] for r in LakeTable.open(t).read(spark).collect()) == [0, 1, 2, 5, 6]
+    assert LakeTable.open(t).spec.bucket is None  # no bucket spec stored either
+    assert len(before[t][2]) == 1 and snapshot_of_everything(LakeTable.open(t))[2] == before[t][2]  # plan kept
+
+    # what the operation would refuse about the table, it still refuses; and filters: [] reads everything
+    refused = [
+        ("write", {"table": t, "source": {"path": source}, "mode": "append", "partitions": []}, "overwrite only"),
+        ("write", {"table": keyed.url, "source": {"path": source}, "mode": "overwrite", "partitions": []},
+         "has a primary key"),
+        ("compact", {"table": t, "partitions": []}, "has no primary key"),
+        ("schedule_clustering", {"table": t, "partitions": [], "layout": "SPIRAL"}, "layout"),
+        ("write", {"table": str(tmp_path / "pk-unpartitioned"), "source": {"path": source}, "mode": "overwrite",
+                   "partitions": []}, "no lake table"),
+        ("write", {"table": t, "source": {"query": "SELECT * FROM s", "tables": {"s": {"path": t, "filters": []}}},
+                   "mode": "overwrite", "partitions": "dynamic"}, "source.tables.s.filters: the filter list is empty"),
+        ("versioned_upsert", {"table": keyed.url, "version": 3,
+                              "source": {"query": "SELECT * FROM s", "tables": {"s": {"path": t, "filters": []}}}},
+         "source.tables.s.filters: the filter list is empty"),
+    ]
+    for operation, spec, text in refused:
+        with pytest.raises(LakeError) as info:
+            run(None, operation, spec)
+        assert text in str(info.value), (operation, str(info.value))
+    plain = LakeTable.create(str(tmp_path / "plain"), {"schema": "id BIGINT, v DOUBLE"})
+    with pytest.raises(LakeSpecError, match="partitions: the table is not partitioned"):
+        run(None, "write", {"table": plain.url, "source": {"path": source}, "mode": "overwrite", "partitions": []})
+
+
+def test_command_line_runs_an_empty_overwrite_as_a_noop_without_spark(table: LakeTable, tmp_path: Path) -> None:
+    spec = f'{{"table": "{table.url}", "source": {{"path": "{tmp_path}/none.parquet"}}, "mode": "overwrite", ' \
+           '"partitions": []}'
+    result = subprocess.run([sys.executable, "-m", "airflow_lake.jobs", "write", "--spec", spec],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert '"noop": true' in result.stdout.strip().splitlines()[-1]
+    assert "SparkContext" not in result.stderr + result.stdout  # no Spark started for nothing
+    assert LakeTable.open(table.url).commit_log.head() == table.commit_log.head()
+
+
+def unclear_cases(tmp: Path, table: LakeTable) -> list[tuple[str, str, str, str]]:
+    """(operation, spec as JSON text, field the error names, its fix): inputs that gave a traceback, an
+    OverflowError or a silent choice."""
+    t, new = table.url, tmp / "new"
+    huge = "9" * 401
+    return [
+        ("versioned_upsert", f'{{"table": "{t}", "source": {{"path": "{tmp}/x"}}, "version": "--5"}}',
+         "version: '--5' is not a whole number", "Give e.g. 7"),
+        ("versioned_upsert", f'{{"table": "{t}", "source": {{"path": "{tmp}/x"}}, "version": "\\u00b2"}}',
+         "version: '²' is not a whole number", "Give e.g. 7"),
+        ("schedule_clustering", f'{{"table": "{t}", "min_commits": {huge}}}', "min_commits: 999999999999... "
+         "(401 digits) is too large", "Give `min_commits` as a number below"),
+        ("vacuum", f'{{"table": "{t}", "older_than_hours": {huge}}}', "older_than_hours: 999999999999... "
+         "(401 digits) is too large", "Give `older_than_hours` as a number below"),
+        ("create_table", f'{{"table": "{new}", "schema": "id BIGINT", '
+                         '"properties": {"heartbeat.timeout.seconds": "5"}}',
+         "properties.heartbeat.timeout.seconds: a heartbeat timeout of 5 s is shorter than 2 heartbeat intervals "
+         "of 10 s", "Set heartbeat.timeout.seconds to at least 2 x heartbeat.interval.seconds"),
+        ("create_table", f'{{"table": "{new}", "schema": "id BIGINT", "properties": '
+                         '{"heartbeat.interval.seconds": "100"}}',
+         "properties.heartbeat.interval.seconds: a heartbeat timeout of 120 s is shorter", "at least 2 x"),
+        ("write", f'{{"table": "{t}", "mode": "append", "source": {{"path": "{tmp}/x"}}, "mode": "overwrite"}}',
+         "mode: the key is given twice in the JSON spec", "Give `mode` once."),
+        ("write", f'{{"table": "{t}", "source": {{"path": "{tmp}/x", "format": "csv", "format": "json"}}}}',
+         "source.format: the key is given twice", "Give `source.format` once."),
+    ]
+
+
+def test_unclear_inputs_fail_naming_the_field_and_the_fix_with_exit_2(table: LakeTable, tmp_path: Path) -> None:
+    head = table.commit_log.head()
+    for operation, spec, text, fix in unclear_cases(tmp_path, table):
+        spec_file = tmp_path / "spec.json"
+        spec_file.write_text(spec, encoding="utf-8")
+        for argument in (spec, f"@{spec_file}"):
+            result = subprocess.run([sys.executable, "-m", "airflow_lake.jobs", operation, "--spec", argument],
+                                    capture_output=True, text=True, timeout=120, check=False)
+            last = result.stderr.strip().splitlines()[-1]
+            assert result.returncode == 2, (operation, text, result.stderr[-2000:])
+            assert last.startswith("airflow-lake: LakeSpecError: ") and text in last and fix in last, last
+            assert "Traceback" not in result.stderr and "SparkContext" not in result.stderr
+    assert LakeTable.open(table.url).commit_log.head() == head and not (tmp_path / "new").exists()
+
+
+def test_unclear_inputs_in_process_name_the_field(spark: Any, table: LakeTable, tmp_path: Path) -> None:
+    from airflow_lake.lake.spec_reader import loads_spec
+
+    for operation, spec, text, _ in unclear_cases(tmp_path, table):
+        with pytest.raises(LakeSpecError) as info:
+            run(spark, operation, loads_spec(spec))
+        assert text in str(info.value)
+    # a timeout of exactly two beats is fine, and so are the defaults and the test settings
+    ok = LakeTable.create(str(tmp_path / "ok"), {"schema": "id BIGINT", "properties": {
+        "heartbeat.interval.seconds": "30", "heartbeat.timeout.seconds": "60"}})
+    assert ok.spec.float_property("heartbeat.timeout.seconds") == 60.0

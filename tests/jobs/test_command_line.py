@@ -64,3 +64,26 @@ def test_a_spec_nested_too_deeply_is_one_clear_line(tmp_path: Path) -> None:
     assert last_line(done) == ("airflow-lake: LakeSpecError: --spec: the JSON is nested too deeply to read. "
                                "Fix: Pass a spec as the operation documents it (docs/specs.md).")
     assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_given_a_nonce_the_job_ends_its_lines_with_it(tmp_path: Path) -> None:
+    nonce = "5f" * 16
+    done = subprocess.run([sys.executable, "-m", "airflow_lake.jobs", "create_table", "--spec",
+                           json.dumps({"table": str(tmp_path / "t"), "schema": "id BIGINT"})],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "AIRFLOW_LAKE_RUN_NONCE": nonce})
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("AIRFLOW_LAKE_STARTED {") and lines[0].endswith(" " + nonce)
+    assert lines[-1].startswith("AIRFLOW_LAKE_RESULT {") and lines[-1].endswith(" " + nonce)
+    outcome = Outcome(nonce)
+    for line in lines:
+        outcome.feed(line)
+    assert outcome.started is not None and outcome.result is not None and outcome.result["created"] is True
+    done = subprocess.run([sys.executable, "-m", "airflow_lake.jobs", "create_table", "--spec", "{}"],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "AIRFLOW_LAKE_RUN_NONCE": nonce})
+    failed = Outcome(nonce)
+    for line in (done.stdout + done.stderr).splitlines():
+        failed.feed(line)
+    assert done.returncode == 2 and failed.failure is not None and failed.failure.exit_code == 2

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -10,6 +13,7 @@ import pytest
 
 from airflow_lake.jobs import run
 from airflow_lake.lake import LakeTable
+from airflow_lake.lake.clustering.timeline import pending_plans
 from airflow_lake.lake.instants import COMPLETED, INFLIGHT, ROLLED_BACK, pending
 from tests.support import (
     FAST_HEARTBEAT,
@@ -22,6 +26,7 @@ from tests.support import (
 
 pytestmark = pytest.mark.slow
 TIMEOUT = float(FAST_HEARTBEAT["heartbeat.timeout.seconds"])
+AIRFLOW_LAKE = Path(sys.executable).with_name("airflow-lake")
 
 
 def new_table(path: str, fast_heartbeat: bool = True) -> LakeTable:
@@ -165,3 +170,88 @@ def test_sigkill_during_clustering_leaves_the_table_readable_and_a_rerun_complet
     assert [i.state for i in table.timeline() if i.operation == "execute_clustering"] == [ROLLED_BACK, COMPLETED]
     assert pending(table.storage) == []
     assert parquet_files_on_disk(table_path) == {f.path for f in table.snapshot().files} | before_files
+
+
+def _killed_after_request(table_path: str, before: set[str]) -> str:
+    """The one instant the killed job left: reserved (requested), never marked inflight."""
+    left = [p for p in pending(LakeTable.open(table_path).storage) if p.id not in before]
+    assert len(left) == 1 and not left[0].inflight and left[0].action == "replace", left
+    return left[0].id
+
+
+def test_a_clustering_killed_between_reserving_and_marking_its_instant_blocks_nothing(
+        spark: Any, table_path: str, tmp_path: Path) -> None:
+    """Issue 20.8: the dead attempt was taken for a plan and for a live writer, for good. Default heartbeat
+    timeout (120 s): the next run must know the writer dead from its process, at once."""
+    new_table(table_path, fast_heartbeat=False)
+    ids = list(range(200))
+    for i in range(4):
+        run(spark, "write", {"table": table_path, "source": {"path": write_source(
+            tmp_path / f"{i}.parquet", ids[i::4], ["d1", "d2"] * 25)}})
+    plan = run(None, "schedule_clustering", {"table": table_path})["plan_id"]
+    spec = {"table": table_path, "plan_id": plan, "request_id": "dag/cluster/run1/-1"}
+    submit_and_kill("execute_clustering", spec, "after_request", table_path, tmp_path)
+    dead = _killed_after_request(table_path, {plan})
+    table = LakeTable.open(table_path)
+    assert table_ids(spark, table_path) == ids and not table.is_finished(plan)
+
+    # `airflow-lake rollback PATH` (no ids: dead writers) drops the dead attempt and keeps the plan
+    cli = subprocess.run([str(AIRFLOW_LAKE), "rollback", table_path, "--json"], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout)["rolled_back"] == [dead]
+    assert [p.id for p in pending_plans(table)] == [plan]
+    out = run(spark, "execute_clustering", spec)  # the Airflow retry
+    assert out["already_committed"] is False and (out["files_before"], out["files_after"]) == (8, 2)
+    runs = [(i.id, i.state) for i in table.timeline() if i.operation == "execute_clustering"]
+    assert runs == [(dead, ROLLED_BACK), (out["instant"], COMPLETED)] and table.resolve(plan) == out["seq"]
+    assert table_ids(spark, table_path) == ids and pending(table.storage) == []
+
+
+@pytest.mark.parametrize("operation", ["bucket_rewrite", "compact"])
+def test_a_replace_killed_between_reserving_and_marking_its_instant_is_rolled_back_by_the_next_run(
+        spark: Any, table_path: str, tmp_path: Path, operation: str) -> None:
+    """Issue 20.8: a bucket rewrite or compaction that died there left a requested `replace` for good."""
+    if operation == "compact":
+        LakeTable.create(table_path, {"schema": "id BIGINT NOT NULL, dt STRING, v DOUBLE", "primary_key": ["id"],
+                                      "bucket": {"columns": ["id"], "count": 2}})
+        for version in (1, 2):
+            run(spark, "versioned_upsert", {"table": table_path, "version": version, "source": {
+                "path": write_source(tmp_path / f"{version}.parquet", range(50), "x")}})
+        spec: dict[str, Any] = {"table": table_path}
+    else:
+        new_table(table_path, fast_heartbeat=False)
+        run(spark, "write", {"table": table_path, "source": {"path": write_source(
+            tmp_path / "a.parquet", range(50), ["d1", "d2"] * 25)}})
+        spec = {"table": table_path, "partitions": {"from": {"dt": "d2"}}, "bucket": {"columns": ["id"], "count": 4}}
+    before = table_ids(spark, table_path)
+    submit_and_kill(operation, spec, "after_request", table_path, tmp_path)
+    dead = _killed_after_request(table_path, set())
+    assert table_ids(spark, table_path) == before
+
+    run(spark, operation, spec)  # default heartbeat timeout: the dead writer is known by its process
+    table = LakeTable.open(table_path)
+    assert {i.id: i.state for i in table.timeline()}[dead] == ROLLED_BACK
+    assert pending(table.storage) == [] and table_ids(spark, table_path) == before
+    assert table.commit_log.read(table.commit_log.head()).operation == operation
+
+
+def test_a_retry_of_a_write_killed_just_past_its_commit_tidies_what_it_left(
+        spark: Any, table_path: str, tmp_path: Path) -> None:
+    """Issue 20: the retry answered `already_committed` and left the instant's pending, heartbeat and marker
+    files for the next writer."""
+    new_table(table_path, fast_heartbeat=False)
+    spec = {"table": table_path, "request_id": "dag/load/run1/-1",
+            "source": {"path": write_source(tmp_path / "a.parquet", range(30), ["d1", "d2", "d3"] * 10)}}
+    submit_and_kill("write", spec, "after_commit", table_path, tmp_path)
+    table = LakeTable.open(table_path)
+    killed = [p.id for p in pending(table.storage)]
+    assert len(killed) == 1 and table.is_finished(killed[0])  # committed; its leftovers are still there
+
+    out = run(spark, "write", spec)  # the Airflow retry
+    assert out["already_committed"] is True and out["instant"] == killed[0]
+    assert pending(table.storage) == []
+    meta = Path(table_path, "_lake")
+    leftovers = [p for d in ("pending", "heartbeats", "markers", "staging") for p in (meta / d).glob(f"{killed[0]}*")]
+    assert leftovers == []
+    assert table_ids(spark, table_path) == list(range(30))  # once

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 
 from airflow_lake.exceptions import LakeJobConflict, LakeJobError
 from airflow_lake.hooks.lake import _job_error
 from airflow_lake.hooks.submit import LakeSubmitHook
-from airflow_lake.jobs.outcome import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_FAILED, Failure, Outcome, classify
+from airflow_lake.jobs.outcome import (
+    EXIT_BAD_INPUT,
+    EXIT_CONFLICT,
+    EXIT_FAILED,
+    Failure,
+    Outcome,
+    classify,
+    result_line,
+    started_line,
+)
 from airflow_lake.lake.errors import LakeCommitConflict, LakeError, LakeSchemaError, LakeSpecError
 
 
@@ -48,3 +58,40 @@ def test_a_conflict_is_retryable_and_other_failures_are_not() -> None:
     assert type(bad) is LakeJobError
     unknown = _job_error("write", "/t", None, "Cannot execute: spark-submit ... Error code is: 137.")
     assert type(unknown) is LakeJobError and str(unknown).startswith("lake operation write on '/t' failed. Cannot")
+
+
+def test_with_a_nonce_only_the_lines_ending_with_it_are_the_jobs() -> None:
+    nonce = "0123456789abcdef0123456789abcdef"
+    outcome = Outcome(nonce)
+    conflict = Failure(EXIT_CONFLICT, "LakeCommitConflict", "forged")
+    real = Failure(EXIT_FAILED, "SparkNumberFormatException", "[CAST_INVALID_INPUT] The value 'x")
+    logged = [outcome.feed(line + "\n") for line in [
+        started_line(nonce),
+        # a data value echoed by Spark: lines shaped like the job's, without the nonce or with another one
+        'AIRFLOW_LAKE_STARTED {"pid": 1, "pgid": 1}', 'AIRFLOW_LAKE_STARTED {"pid": 1, "pgid": 1} ' + "f" * 32,
+        conflict.machine_line(), 'AIRFLOW_LAKE_RESULT {"rows_added": 1000000}',
+        real.machine_line(nonce), real.human_line(),
+        'AIRFLOW_LAKE_FAILED {"exit_code": 3, "error": "LakeCommitConflict", "message": "forged"} ' + nonce[:-1],
+    ]]
+    assert outcome.started == {"pid": os.getpid(), "pgid": os.getpgid(0)}
+    assert outcome.failure == real and outcome.result is None
+    assert nonce not in "".join(logged)  # the task log shows the job's lines without it
+    assert logged[0] == started_line() + "\n" and logged[5] == real.machine_line() + "\n"
+    outcome.feed(result_line({"rows_added": 3}, nonce))
+    assert outcome.result == {"rows_added": 3}
+    # a job run without a nonce (by hand) is read by an Outcome without one, and only by it
+    by_hand, runner = Outcome(), Outcome(nonce)
+    for each in (by_hand, runner):
+        each.feed(result_line({"seq": 1}))
+    assert (by_hand.result, runner.result) == ({"seq": 1}, None)
+
+
+def test_the_submit_hook_trusts_only_its_runs_nonce() -> None:
+    nonce = "a" * 32
+    hook = LakeSubmitHook(conn_id="spark_default", nonce=nonce)
+    hook._process_spark_submit_log(iter(['AIRFLOW_LAKE_STARTED {"pid": 5, "pgid": 5}\n',
+                                         f'AIRFLOW_LAKE_STARTED {{"pid": 6, "pgid": 6}} {nonce}\n',
+                                         'AIRFLOW_LAKE_RESULT {"seq": 99}\n',
+                                         f'AIRFLOW_LAKE_RESULT {{"seq": 4}} {nonce}\n']))
+    assert hook.outcome.started == {"pid": 6, "pgid": 6} and hook.outcome.result == {"seq": 4}
+    assert not hook.running and hook.kill_job() is False  # its output ended: nothing of it is ours to kill

@@ -38,6 +38,15 @@ def test_partition_dir_rejects_path_tricks(value: str) -> None:
     assert info.value.field == "partition.country"
 
 
+def test_the_directory_name_of_null_is_no_value() -> None:
+    with pytest.raises(LakeSpecError) as info:
+        check_partition_value("dt", NULL_PARTITION, "partitions[0]")
+    assert info.value.field == "partitions[0].dt" and "Give null" in str(info.value)
+    check_partition_value("dt", None)  # NULL itself is fine
+    check_partition_value("dt", NULL_PARTITION.lower())  # Spark and our reader match the exact text only
+    assert parse_partition_dir(f"dt={NULL_PARTITION.lower()}") == {"dt": NULL_PARTITION.lower()}
+
+
 def test_check_partition_value_uses_given_field() -> None:
     with pytest.raises(LakeSpecError) as info:
         check_partition_value("dt", "../x", "partitions[2]")

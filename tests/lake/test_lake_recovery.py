@@ -315,3 +315,34 @@ def test_a_writer_whose_process_is_gone_from_this_host_is_dead_before_the_timeou
         runs.append(run.instant)
     table.rollback()  # heartbeats are fresh (timeout 1 h): only the first writer is surely dead
     assert [states(table)[i] for i in runs] == [ROLLED_BACK, INFLIGHT, INFLIGHT]
+
+
+def test_orphan_removal_treats_an_instant_in_the_log_as_finished(table_path: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer killed just past its commit leaves its pending files: vacuum must judge its files by the log
+    (they were kept as if the instant were still being written)."""
+    from airflow_lake.lake import faults
+
+    table = make_table(table_path)
+    txn = table.begin("commit", "write")
+    kept, stray = data_file(txn, "a"), data_file(txn, "a")  # stray: written, never committed
+    for item in (kept, stray):
+        put_file(table, item)
+    staged = table.storage.path(f"{instants_module.staging_dir(txn.instant)}/dt=a/part-x.parquet")
+    os.makedirs(os.path.dirname(staged))
+    with open(staged, "wb") as handle:
+        handle.write(b"PAR1 staged PAR1")
+
+    def killed(point: str) -> None:
+        if point == "after_commit":
+            raise KeyboardInterrupt  # SIGKILL, as far as the tidying after the commit is concerned
+
+    monkeypatch.setattr(faults, "reach", killed)
+    with pytest.raises(KeyboardInterrupt):
+        txn.commit(added=[kept])
+    monkeypatch.undo()
+    assert txn.instant in table.state().instants and pending_names(table, txn.instant)
+    result = table.vacuum(older_than_hours=0)
+    assert result.orphans == (stray.path,) and result.staging == (instants_module.staging_dir(txn.instant),)
+    assert not on_disk(table, stray) and on_disk(table, kept) and not os.path.exists(staged)
+    assert live_paths(table) == {kept.path}

@@ -411,3 +411,50 @@ def test_per_partition_bucket_fields_round_trip() -> None:
     spec = TableSpec.from_dict({"schema": "id BIGINT, dt STRING", "partition_by": ["dt"], "bucket": raw})
     assert spec.to_dict()["bucket"] == raw and TableSpec.from_dict(spec.to_dict()) == spec
     assert spec.bucket is not None and spec.bucket.counts == [8, 32]
+
+
+@pytest.mark.parametrize(("properties", "field", "shown"), [
+    ({"heartbeat.timeout.seconds": "5"}, "properties.heartbeat.timeout.seconds", "5 s"),  # below the interval
+    ({"heartbeat.timeout.seconds": "19.9"}, "properties.heartbeat.timeout.seconds", "19.9 s"),  # one missed beat
+    ({"heartbeat.interval.seconds": "61"}, "properties.heartbeat.interval.seconds", "120 s"),
+    ({"heartbeat.interval.seconds": "2", "heartbeat.timeout.seconds": "1"}, "properties.heartbeat.timeout.seconds",
+     "1 s"),
+])
+def test_a_heartbeat_timeout_must_cover_two_beats(properties: dict[str, str], field: str, shown: str,
+                                                   table_path: str) -> None:
+    """A timeout below the interval let any other process roll back a live writer (issue 20)."""
+    err = spec_error({"schema": BASE, "properties": properties})
+    assert err.field == field and f"a heartbeat timeout of {shown} is shorter than 2 heartbeat intervals" in str(err)
+    assert "Set heartbeat.timeout.seconds to at least 2 x heartbeat.interval.seconds" in str(err)
+    with pytest.raises(LakeSpecError):
+        LakeTable.create(table_path, {"schema": BASE, "properties": properties})
+    assert not LakeTable.exists(table_path)
+    ok = TableSpec.from_dict({"schema": BASE, "properties": {"heartbeat.interval.seconds": "0.5",
+                                                             "heartbeat.timeout.seconds": "1"}})
+    assert ok.float_property("heartbeat.timeout.seconds") == 1.0
+
+
+def test_a_stored_heartbeat_pair_that_would_fail_today_falls_back_to_the_defaults(
+        table_path: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A table created before the check still opens; its writers use the defaults (10 s / 120 s), which agree."""
+    from airflow_lake.lake import paths
+
+    table = LakeTable.create(table_path, {"schema": "id BIGINT", "properties": {"user.owner": "me"}})
+    entry = Path(table.storage.path(paths.log_file(0)))
+    entry.write_text(entry.read_text().replace(
+        '"user.owner":"me"', '"user.owner":"me","heartbeat.interval.seconds":"30","heartbeat.timeout.seconds":"5"'))
+    reopened = LakeTable.open(table_path)
+    assert reopened.spec.float_property("heartbeat.interval.seconds") == 10.0
+    assert reopened.spec.float_property("heartbeat.timeout.seconds") == 120.0
+    assert reopened.spec.properties == {"user.owner": "me"} and "heartbeat" in caplog.text
+
+
+def test_duplicate_keys_in_a_json_spec_are_named() -> None:
+    from airflow_lake.lake.spec_reader import loads_spec
+
+    assert loads_spec('{"a": {"b": [1, {"c": 2}]}}') == {"a": {"b": [1, {"c": 2}]}}
+    for text, field in [('{"a": 1, "a": 2}', "a"), ('{"x": {"b": [1, {"c": 2, "c": 3}]}}', "x.b[1].c"),
+                        ('[{"k": 1}, {"k": 1, "k": 1}]', "[1].k")]:
+        with pytest.raises(LakeSpecError) as info:
+            loads_spec(text)
+        assert info.value.field == field and "given twice" in str(info.value), text

@@ -119,7 +119,7 @@ def test_vacuum_deletes_orphans_and_keeps_what_the_log_and_writers_need(table_pa
     assert entry.metrics == {
         "orphans_found": 4, "staging_dirs_found": 1, "orphan_bytes": orphan_bytes, "files_deleted": 4,
         "staging_dirs_deleted": 1, "bytes_freed": orphan_bytes, "dry_run": False, "older_than_hours": 1,
-        "paths": [*orphans, f"{STAGING}/{doomed.instant}/"], "paths_truncated": False}
+        "paths": [*orphans, f"{STAGING}/{doomed.instant}/"], "paths_truncated": False, "nested_tables_skipped": []}
     assert table.find_request("vac-1") == entry
     # the table reads the same, now and as of before the replace; clean's bookkeeping is untouched
     assert rows(table) == before == [{"id": 1}, {"id": 2}, {"id": 3}]
@@ -219,7 +219,8 @@ def test_runner_operation(table_path: str) -> None:
     dry = run(None, "vacuum", {"table": table_path, "older_than_hours": 1, "dry_run": True})
     assert dry == {"table": table.url, "operation": "vacuum", "orphans_found": 1, "staging_dirs_found": 0,
                    "orphan_bytes": 6, "files_deleted": 0, "staging_dirs_deleted": 0, "bytes_freed": 0,
-                   "dry_run": True, "older_than_hours": 1.0, "paths": [orphan], "paths_truncated": False}
+                   "dry_run": True, "older_than_hours": 1.0, "paths": [orphan], "paths_truncated": False,
+                   "nested_tables_skipped": []}
     assert on_disk(table, orphan)
     done = run(None, "vacuum", {"table": table_path, "older_than_hours": 1, "request_id": "r-1"})
     assert (done["files_deleted"], done["bytes_freed"], done["dry_run"]) == (1, 6, False)

@@ -97,6 +97,7 @@ def test_insert_overwrite_directory_into_another_table_is_refused(spark: Any, ta
 @pytest.mark.parametrize("query", [
     "INSERT INTO t SELECT * FROM t",
     "CREATE TABLE zz (a INT) USING parquet",
+    "CREATE TEMPORARY FUNCTION evil AS 'com.example.Evil' USING JAR '/tmp/evil.jar'",
     "DROP TABLE IF EXISTS t",
     "ALTER TABLE t ADD COLUMNS (b INT)",
     "CACHE TABLE c AS SELECT * FROM t",
@@ -284,11 +285,14 @@ def test_query_reading_a_lake_table_directory_as_files_is_refused(spark: Any, ta
     assert "'tables': {'t': " in message
 
 
-def test_query_may_read_other_files(spark: Any, table: LakeTable, tmp_path: Path) -> None:
+def test_query_reading_other_files_directly_is_refused(spark: Any, table: LakeTable, tmp_path: Path) -> None:
+    """Files have their own source (`path`, with its checks); a query reads only the lake tables it names."""
     source = csv(tmp_path / "s", "id,name,amount,dt", [(3, "c", 30, "d2")])
     query = ("SELECT CAST(_c0 AS BIGINT) AS id, _c1 AS name, CAST(_c2 AS BIGINT) AS amount, _c3 AS dt "
              f"FROM csv.`{source}` WHERE _c0 <> 'id'")
-    run(spark, "write", {"table": table.url, "source": {"query": query}})
+    refused(spark, table, {"query": query}, LakeSpecError, "source.query:", "reads files directly",
+            "`path` source")
+    run(spark, "write", {"table": table.url, "source": {"path": source, "format": "csv"}})
     assert rows(spark, table) == [*ROWS, (3, "c", 30, "d2")]
 
 

@@ -52,9 +52,15 @@ def test_day_rolling_takes_the_hour_of_the_logical_date_in_the_zone() -> None:
 def test_execute_operator_takes_a_plan_id_or_which() -> None:
     op = ExecuteClusteringOperator(task_id="run", table="/t", plan_id="20240301000000000")
     assert op.build_spec({}) == {"parallelism": 4, "plan_id": "20240301000000000"}  # type: ignore[arg-type]
-    for empty in (None, "", "None"):  # e.g. a rendered XCom of a run without a plan
+    left_out = ExecuteClusteringOperator(task_id="run", table="/t", which="all", parallelism=2)
+    assert left_out.build_spec({}) == {"parallelism": 2, "which": "all"}  # type: ignore[arg-type]
+    assert left_out.nothing_to_do({"table": "/t", **left_out.build_spec({})}) is None  # type: ignore[arg-type]
+    for empty in ("", "None", "{{ ti.xcom_pull(task_ids='plan')['plan_id'] }}"):  # a run without a plan
         op = ExecuteClusteringOperator(task_id="run", table="/t", plan_id=empty, which="all", parallelism=2)
-        assert op.build_spec({}) == {"parallelism": 2, "which": "all"}  # type: ignore[arg-type]
+        op.plan_id = "None" if "{{" in empty else empty  # as rendered
+        nothing = op.nothing_to_do({"table": "/t", **op.build_spec({})})  # type: ignore[arg-type]
+        assert nothing is not None and nothing.field == "plan_id"  # runs nothing: never `which` ("all")
+        assert nothing.reason.startswith("plan_id is empty")
 
 
 def test_the_trigger_serializes_to_itself() -> None:
@@ -173,3 +179,21 @@ def test_sensor_schedule_execute_dag_in_airflow_dags_test(spark: Any, tmp_path: 
     assert by_task == {"poke": "success", "wait": "success", "plan": "success", "execute": "success",
                        "replan": "success", "never": "skipped"}, by_task  # no plan: downstream skipped
     assert "No clustering plan: 0 commit(s) since the last clustering" in text
+
+
+def test_the_schedule_step_bounds_a_backtracking_partition_regex_in_the_airflow_process(table_path: str) -> None:
+    """The schedule operator runs its operation in the Airflow process (timeline only): `dt=(a|a)*c` took a
+    minute there, with no time limit."""
+    table = make_table(table_path)
+    append(table, "a" * 30)
+    for _ in range(3):
+        append(table, "aaac")
+    op = ScheduleClusteringOperator(task_id="plan", table=table_path, partition_regex="dt=(a|a)*c")
+    started = time.monotonic()
+    out = op.hook.submit(op.operation, {"table": table_path, **op.build_spec({}),  # type: ignore[arg-type]
+                                        "request_id": "dag/plan/run1/-1"})
+    assert time.monotonic() - started < 5 and out["plan_id"] and out["input_files"] == 3
+    refused = ScheduleClusteringOperator(task_id="plan", table=table_path, partition_regex=r"dt=(a+)\1c")
+    with pytest.raises(ValueError, match=r"partition_regex: .* backreference"):
+        refused.hook.submit(refused.operation, {"table": table_path, **refused.build_spec({}),  # type: ignore[arg-type]
+                                                "request_id": "dag/plan/run2/-1"})

@@ -68,9 +68,12 @@ def test_vacuum_operator_validates_and_builds_its_spec() -> None:
     templated.list_only = "perhaps"
     with pytest.raises(ValueError, match="list_only must be true or false, got 'perhaps'"):
         templated.build_spec({})  # type: ignore[arg-type]
-    for bad in (-1, "soon", True, float("nan")):
-        with pytest.raises(ValueError, match=f"older_than_hours must be a number of hours >= 0, got {bad!r}"):
+    for bad in (-1, "soon", True, float("nan"), float("inf"), "inf"):
+        with pytest.raises(ValueError, match=f"older_than_hours must be a finite number of hours >= 0, got {bad!r}"):
             LakeVacuumOperator(task_id="v", table="/t", older_than_hours=bad)
+    with pytest.raises(ValueError, match=r"older_than_hours must be a finite number of hours >= 0, got 999999999999"
+                                         r"\.\.\. \(401 characters\)"):
+        LakeVacuumOperator(task_id="v", table="/t", older_than_hours=int("9" * 401))  # was an OverflowError
     with pytest.raises(ValueError, match="list_only must be true or false, got 'yes'"):
         LakeVacuumOperator(task_id="v", table="/t", list_only="yes")
 

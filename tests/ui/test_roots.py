@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,37 @@ def test_roots_come_from_airflow_config_or_the_example_root(monkeypatch: pytest.
     monkeypatch.delenv("AIRFLOW__LAKE__ROOTS")
     monkeypatch.setenv("AIRFLOW_LAKE_ROOT", str(tmp_path / "c"))
     assert configured_roots() == [f"{tmp_path}/c"]
+
+
+@pytest.mark.parametrize("planted", ["lake dir out of the roots", "lake dir of another table", "log dir out of it",
+                                     "log entry out of it"])
+def test_a_table_whose_metadata_is_a_link_is_refused(lake: tuple[list[str], Path], planted: str) -> None:
+    """`ROOT/innocent/_lake -> /elsewhere/_lake` (and links deeper in `_lake`) would show another table's
+    metadata under this table's name and asset: refused, and not listed."""
+    roots, base = lake
+    root = Path(roots[0])
+    innocent = root / "innocent"
+    if planted.startswith("lake dir"):
+        innocent.mkdir()
+        target = base / "secret" if planted == "lake dir out of the roots" else root / "a"
+        os.symlink(target / "_lake", innocent / "_lake")
+    else:
+        LakeTable.create(str(innocent), {"schema": "x BIGINT"})
+        log = innocent / "_lake" / "log"
+        if planted == "log dir out of it":
+            shutil.rmtree(log)
+            os.symlink(base / "secret" / "_lake" / "log", log)
+        else:
+            entry = next(log.iterdir())
+            entry.unlink()
+            os.symlink(base / "secret" / "_lake" / "log" / entry.name, entry)
+    with pytest.raises(BadTableRef, match="link"):
+        resolve("0/innocent", roots)
+    assert [t.ref for t in find_tables(roots)] == ["0/a", "0/nested/b"]
+
+
+def test_links_that_stay_inside_a_tables_lake_dir_are_followed(lake: tuple[list[str], Path]) -> None:
+    roots, _ = lake
+    lake_dir = Path(roots[0]) / "a" / "_lake"
+    os.symlink(lake_dir / "log", lake_dir / "log-alias")
+    assert resolve("0/a", roots).relative == "a"

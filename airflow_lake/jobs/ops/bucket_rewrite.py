@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake.jobs.fields import SpecReader
-from airflow_lake.jobs.ops.common import entry_metrics, table_path
+from airflow_lake.jobs.ops.common import NothingToDo, entry_metrics, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.buckets.rewrite import OPERATION, bucket_rewrite
 from airflow_lake.lake.errors import LakeSpecError
@@ -24,8 +24,10 @@ class BucketRewriteSpec:
     request_id: str | None
 
 
-def parse(raw: Mapping[str, Any]) -> BucketRewriteSpec:
-    """Validate a bucket_rewrite spec's shape (partitions and bucket are checked against the table later)."""
+def parse(raw: Mapping[str, Any]) -> BucketRewriteSpec | NothingToDo:
+    """Validate a bucket_rewrite spec's shape (partitions and bucket are checked against the table later).
+
+    `partitions: []` rewrites nothing (never every partition): `NothingToDo`, and no bucket spec is stored."""
     reader = SpecReader(raw, OPERATION)
     table = table_path(reader)
     partitions = reader.raw_value("partitions")
@@ -38,6 +40,9 @@ def parse(raw: Mapping[str, Any]) -> BucketRewriteSpec:
                             "Give {'columns': [...], 'count': N, 'sort_columns': [...]}.")
     request_id = reader.string("request_id")
     reader.done()
+    if partitions == []:
+        return NothingToDo(table, OPERATION, "partitions", request_id, partitioned=True,
+                           extra={"nothing_to_do": True})
     return BucketRewriteSpec(table, partitions, bucket, request_id)
 
 

@@ -1,12 +1,18 @@
-"""Pieces shared by operations: the table field, request ids, and metrics of a log entry."""
+"""Pieces shared by operations: the table field, request ids, metrics of a log entry, checks of empty selections."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake.jobs.fields import SpecReader
+from airflow_lake.jobs.noop import NothingToDo
+from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.log import LogEntry
 from airflow_lake.lake.storage import normalize_url
+
+if TYPE_CHECKING:
+    from airflow_lake.lake.table import LakeTable
 
 
 def table_path(reader: SpecReader) -> str:
@@ -25,3 +31,34 @@ def entry_metrics(table: str, operation: str, entry: LogEntry | None, **extra: A
                     "request_id": entry.request_id})
     out.update(extra)
     return out
+
+
+def plain_table(table: LakeTable) -> None:
+    """Refuse a primary-key table where only plain tables are written (write, clustering)."""
+    if table.spec.primary_key:
+        raise LakeSpecError("table", f"{table.url!r} has a primary key: rows go in by key and version.",
+                            "Use versioned_upsert for its rows and compact for its files.")
+
+
+def primary_key_table(table: LakeTable) -> None:
+    """Refuse a plain table where only primary-key tables are meant (compact)."""
+    if not table.spec.primary_key:
+        raise LakeSpecError("table", f"{table.url!r} has no primary key: there are no upserts to compact.",
+                            "Use clustering to merge the small files of a plain table.")
+
+
+def check_source_filters(raw_source: Any, field_name: str = "source") -> None:
+    """Refuse `filters: []` on a table a query reads: an empty filter list would read the whole table
+    (leave `filters` out for that)."""
+    tables = raw_source.get("tables") if isinstance(raw_source, Mapping) else None
+    if not isinstance(tables, Mapping):
+        return
+    for name, ref in tables.items():
+        if isinstance(ref, Mapping) and isinstance(ref.get("filters"), list) and not ref["filters"]:
+            where = f"{field_name}.tables.{name}.filters"
+            raise LakeSpecError(where, "the filter list is empty: it would select every row of the table.",
+                                f"Give at least one filter such as ['dt', '=', '2024-01-01'], or leave `{where}` "
+                                "out to read the whole table.")
+
+
+__all__ = ["NothingToDo", "check_source_filters", "entry_metrics", "plain_table", "primary_key_table", "table_path"]

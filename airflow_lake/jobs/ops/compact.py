@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake.jobs.fields import SpecReader
-from airflow_lake.jobs.ops.common import table_path
+from airflow_lake.jobs.ops.common import NothingToDo, primary_key_table, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.table import LakeTable
@@ -24,8 +24,8 @@ class CompactSpec:
     request_id: str | None
 
 
-def parse(raw: Mapping[str, Any]) -> CompactSpec:
-    """Validate the spec: optional partitions (a list of {column: value})."""
+def parse(raw: Mapping[str, Any]) -> CompactSpec | NothingToDo:
+    """Validate the spec: optional partitions (a list of {column: value}); `[]` compacts nothing."""
     reader = SpecReader(raw, OPERATION)
     table = table_path(reader)
     partitions = reader.raw_value("partitions")
@@ -34,6 +34,8 @@ def parse(raw: Mapping[str, Any]) -> CompactSpec:
                             "Give [{'dt': '2024-01-01'}, ...], or leave it out for every partition.")
     request_id = reader.string("request_id")
     reader.done()
+    if partitions == []:
+        return NothingToDo(table, OPERATION, "partitions", request_id, partitioned=True, check=primary_key_table)
     return CompactSpec(table, partitions, request_id)
 
 

@@ -48,12 +48,14 @@ def parse(raw: Mapping[str, Any]) -> ExecuteSpec:
 
 
 def execute(spark: Any, spec: ExecuteSpec) -> dict[str, Any]:
-    """Run the plan(s); a retry returns the first run's metrics and writes nothing."""
+    """Run the plan(s). A retry returns the commits its earlier tries made (`already_committed`) and, for
+    which="all", runs the plans still pending; `plans` lists every plan of the request."""
     table = LakeTable.open(spec.table)
     ran = execute_clustering(table, spark, plan_id=spec.plan_id, which=spec.which, request_id=spec.request_id,
                              parallelism=spec.parallelism)
     out: dict[str, Any] = {"table": table.url, "operation": EXECUTE_OPERATION, "request_id": spec.request_id,
-                           "plans_executed": len(ran)}
+                           "plans_executed": len(ran),
+                           "plans_already_committed": sum(1 for r in ran if r.already_committed)}
     if not ran:
         return {**out, "noop": True, "reason": "no pending clustering plan"}
     runs = [result_metrics(r) for r in ran]

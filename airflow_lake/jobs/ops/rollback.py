@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake.jobs.fields import SpecReader
-from airflow_lake.jobs.ops.common import entry_metrics, table_path
+from airflow_lake.jobs.ops.common import NothingToDo, entry_metrics, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.instants import is_instant_id
@@ -23,8 +23,8 @@ class RollbackSpec:
     request_id: str | None
 
 
-def parse(raw: Mapping[str, Any]) -> RollbackSpec:
-    """Validate a rollback spec."""
+def parse(raw: Mapping[str, Any]) -> RollbackSpec | NothingToDo:
+    """Validate a rollback spec; `instants: []` rolls back nothing (leave it out for every dead instant)."""
     reader = SpecReader(raw, "rollback")
     table = table_path(reader)
     ids = reader.strings("instants")
@@ -34,6 +34,8 @@ def parse(raw: Mapping[str, Any]) -> RollbackSpec:
                                 "Give 17-digit ids as `airflow-lake timeline` shows them.")
     request_id = reader.string("request_id")
     reader.done()
+    if ids == []:
+        return NothingToDo(table, "rollback", "instants", request_id, extra={"rolled_back": []})
     return RollbackSpec(table, ids, request_id)
 
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake.jobs.fields import SpecReader
-from airflow_lake.jobs.ops.common import table_path
+from airflow_lake.jobs.ops.common import check_source_filters, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.source_files import source_error
 from airflow_lake.lake.sources import Source, load
-from airflow_lake.lake.spec import Column, TableSpec
+from airflow_lake.lake.spec import Column, TableSpec, stored_spec
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.upsert.physical import value_columns
 from airflow_lake.lake.upsert.upsert import OPERATION, Upserted, result_metrics, versioned_upsert
@@ -38,6 +38,7 @@ def parse(raw: Mapping[str, Any]) -> UpsertSpec:
     if not reader.has("source"):
         raise LakeSpecError("source", "the upsert needs a `source`.",
                             "Give {'path': ..., 'format': ...} or {'query': ..., 'tables': {...}}.")
+    check_source_filters(reader.raw_value("source"))
     source = Source.from_dict(reader.raw_value("source"))
     version = parse_version(reader.raw_value("version")) if reader.has("version") else None
     version_column = reader.string("version_column")
@@ -50,19 +51,23 @@ def parse(raw: Mapping[str, Any]) -> UpsertSpec:
 
 
 def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
-    """Run the upsert; a retry (same request id, or the same version with the same data) writes nothing."""
+    """Run the upsert; a retry (same request id, or the same version with the same data) writes nothing.
+
+    A query that reads the table itself reads it at the upsert's base (see `write.execute`)."""
     table = LakeTable.open(spec.table)
-    table_spec = table.spec
+    base = table.state()  # before anything is read: the spec, the applied versions, a query over this table
+    table_spec = stored_spec(base.spec)
     if spec.request_id and (prior := table.find_request(spec.request_id, OPERATION)) is not None:
         return {"table": table.url, "operation": OPERATION, **result_metrics(Upserted(prior, True))}
     column = spec.version_column or (None if spec.version is not None else table_spec.version_column)
     source_spec = table_spec
     if column is not None and not table_spec.has_column(column):  # a version only: read it as a bigint
         source_spec = TableSpec(columns=(*table_spec.columns, Column(column, "bigint")))
-    df, _ = load(spark, spec.source, source_spec, optional=value_columns(table_spec))
+    df, reads = load(spark, spec.source, source_spec, optional=value_columns(table_spec), pin={table.url: base.seq})
     try:
         upserted = versioned_upsert(table, df, version=spec.version, version_column=spec.version_column,
-                                    replace_version=spec.replace_version, request_id=spec.request_id)
+                                    replace_version=spec.replace_version, request_id=spec.request_id,
+                                    base=base, table_reads=reads.get(table.url, ()))
     except Exception as err:  # a source file Spark refused mid-write, as a clear error
         clear = source_error(err)
         if clear is None:

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake.jobs.fields import SpecReader
-from airflow_lake.jobs.ops.common import entry_metrics, table_path
+from airflow_lake.jobs.ops.common import NothingToDo, check_source_filters, entry_metrics, plain_table, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake import write as lake_write
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.source_files import source_error
 from airflow_lake.lake.sources import Source, load
+from airflow_lake.lake.spec import stored_spec
 from airflow_lake.lake.table import LakeTable
 
 
@@ -28,13 +29,16 @@ class WriteSpec:
     max_exchanges: int | None = None
 
 
-def parse(raw: Mapping[str, Any]) -> WriteSpec:
-    """Validate a write spec (shape only; values are checked against the table when it runs)."""
+def parse(raw: Mapping[str, Any]) -> WriteSpec | NothingToDo:
+    """Validate a write spec (shape only; values are checked against the table when it runs).
+
+    An overwrite of `partitions: []` overwrites nothing (never the whole table): `NothingToDo`."""
     reader = SpecReader(raw, "write")
     table = table_path(reader)
     if not reader.has("source"):
         raise LakeSpecError("source", "the write operation needs a `source`.",
                             "Give {'path': ..., 'format': ...} or {'query': ..., 'tables': {...}}.")
+    check_source_filters(reader.raw_value("source"))
     source = Source.from_dict(reader.raw_value("source"))
     mode = reader.choice("mode", lake_write.MODES, "append")
     partitions = reader.raw_value("partitions")
@@ -49,23 +53,31 @@ def parse(raw: Mapping[str, Any]) -> WriteSpec:
         raise LakeSpecError("max_exchanges", f"{limit!r} is not a whole number.", "Give 0 for a shuffle-free step.")
     max_exchanges = None if limit is None else int(limit)
     reader.done()
+    if partitions == []:  # e.g. an upstream task that found no partitions to overwrite
+        return NothingToDo(table, "write", "partitions", request_id, partitioned=True, check=plain_table)
     return WriteSpec(table, source, mode, partitions, request_id, max_exchanges)
 
 
 def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
-    """Run the write; a retry with the same request_id returns the first run's metrics."""
+    """Run the write; a retry with the same request_id returns the first run's metrics.
+
+    A query that reads the table itself reads it at the write's base: what it saw is what the commit
+    is checked against (WriteSerializable, `lake.reads`)."""
     table = LakeTable.open(spec.table)
-    lake_write.normalize_partitions(table.spec, spec.partitions)  # fail before reading the source
+    base = table.state()  # before anything is read: the spec, the partitions, a query over this table
+    base_spec = stored_spec(base.spec)
+    lake_write.normalize_partitions(base_spec, spec.partitions)  # fail before reading the source
     prior = table.find_request(spec.request_id, "write") if spec.request_id else None
     if prior is not None:
         return entry_metrics(table.url, "write", prior, already_committed=True)
     scans: dict[str, dict[str, int]] = {}
-    df, reads = load(spark, spec.source, table.spec, scans)
+    df, reads = load(spark, spec.source, base_spec, scans, pin={table.url: base.seq})
     try:
         entry = lake_write.write(table, df, mode=spec.mode, partitions=spec.partitions, request_id=spec.request_id,
-                                 reads=reads.get(table.url, ()), metadata={"source": spec.source.describe()},
+                                 metadata={"source": spec.source.describe()},
                                  metrics={"source_scans": scans} if scans else None,
-                                 max_exchanges=spec.max_exchanges)
+                                 max_exchanges=spec.max_exchanges, base=base,
+                                 table_reads=reads.get(table.url, ()))
     except Exception as err:  # a source file Spark refused mid-write, as a clear error
         clear = source_error(err)
         if clear is None:

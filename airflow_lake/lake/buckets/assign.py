@@ -34,6 +34,8 @@ def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_col
     bucket = spec.bucket
     assert bucket is not None
     order = [F.col(f"`{c}`") for c in (bucket.sort_columns if sort_within is None else sort_within)]
+    if order:
+        df = _unfoldable(df, spec.partition_columns)
     parts = [F.col(f"`{c}`") for c in spec.partition_columns]
     hashed = F.hash(*[F.col(f"`{c}`") for c in bucket.columns])
     # A constant count column would be folded away by Spark's optimizer, and the writer's required order
@@ -46,6 +48,8 @@ def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_col
     else:
         levels = parts
         df = df.withColumn(bucket_column, F.pmod(hashed, F.lit(bucket.count)))
+    if order:
+        df = _unfoldable(df, [bucket_column])
     if not varying_counts(spec) and _hashed_like_buckets(df, spec):
         # LAS "write-side shuffle elimination": every task already holds exactly one bucket (Spark's hash
         # partitioning is pmod(hash(keys), n), the bucket id), so each task writes one file per partition.
@@ -56,6 +60,21 @@ def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_col
     spread = F.coalesce(F.col(bucket_column), F.pmod(hashed, F.lit(bucket.count)))
     df = df.repartition(*levels, spread)
     return df.sortWithinPartitions(*levels, F.col(bucket_column), *order)
+
+
+def _unfoldable(df: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """`df` with `columns` hidden from constant folding, same values.
+
+    A column that is a constant (`SELECT ..., 'd1' AS dt`, or a bucket id of a constant key) is dropped from
+    our sort by the optimizer; the writer's required order (partition columns, bucket) then no longer matches
+    the plan's, and Spark's planned write re-sorts by that order alone and removes our sort: every bucket file
+    would be unsorted. A nondeterministic guard (`spark_partition_id() >= 0` is always true) keeps the column
+    in the sort, so the plan's order satisfies the writer and ours stays."""
+    from pyspark.sql import functions as F
+
+    for name in columns:
+        df = df.withColumn(name, F.when(F.spark_partition_id() >= F.lit(0), F.col(f"`{name}`")))
+    return df
 
 
 def bucket_count(spec: TableSpec) -> Column:

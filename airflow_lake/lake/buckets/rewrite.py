@@ -7,26 +7,29 @@ meanwhile makes it fail with a retryable conflict (and a spec change makes concu
 no row is lost or doubled. Partitions not chosen keep their files and their bucketing.
 
 Choosing partitions (`PartitionSelection`): a list (each must exist), a range `{"from": p, "to": q}`
-(inclusive, by typed values), `{"from": p}` (p and later), or all. Turning buckets on for a plain table
-with `{"from": p}` also sets the spec's `from_partition` to p, so earlier partitions stay plain for later
-writes too (LAS: "compatible with historical non-bucket partitions").
+(inclusive, by typed values; `from` after `to` is refused), `{"from": p}` (p and later), or all. Turning
+buckets on for a plain table with `{"from": p}` also sets the spec's `from_partition` to p, so earlier
+partitions stay plain for later writes too (LAS: "compatible with historical non-bucket partitions").
+A selection that matches no partition commits a new spec only if the spec leaves every existing
+partition as its files are (`_check_spec_fits_files`): p past the last partition is fine, and buckets
+start with p's first write.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake.buckets.bucketing import check_multiples, file_bucketing
+from airflow_lake.lake.buckets.bucketing import Bucketing, check_multiples, file_bucketing
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.log import LogEntry
 from airflow_lake.lake.partitions import normalize_partition, partition_order_key
 from airflow_lake.lake.scan import Scan
 from airflow_lake.lake.snapshot import snapshot_of
-from airflow_lake.lake.spec import TableSpec
+from airflow_lake.lake.spec import TableSpec, stored_spec
 from airflow_lake.lake.writer import write_dataframe
 
 if TYPE_CHECKING:
@@ -64,6 +67,11 @@ class PartitionSelection:
             for where, part in ((f"{field}.from", start), (f"{field}.to", end)):
                 if part is not None and partition_order_key(spec, part) is None:
                     raise LakeSpecError(where, "a range bound cannot hold a null value.", "Give a value.")
+            if start is not None and end is not None and \
+                    _order_key(spec, start) > _order_key(spec, end):
+                raise LakeSpecError(field, f"the range is reversed: `from` {start} is after `to` {end} (by the "
+                                    "partitions' typed values), so it holds no partition.",
+                                    f"Swap them: {{'from': {end}, 'to': {start}}}.")
             return cls(start=start, end=end)
         if isinstance(raw, str) or not isinstance(raw, Sequence) or not raw:
             raise LakeSpecError(field, f"{raw!r} is not a partition selection.",
@@ -127,22 +135,23 @@ def bucket_rewrite(table: LakeTable, spark: SparkSession, *, partitions: Any = N
         prior = table.find_request(request_id, OPERATION)
         if prior is not None:
             return prior
-    spec = table.spec
+    base = table.state()  # the spec and files this rewrite reads: a spec change or write since conflicts
+    spec = stored_spec(base.spec)
     if spec.primary_key:
         raise LakeSpecError("table", f"{table.url!r} has a primary key: its files hold upserts that must be merged, "
                             "and its bucket count is part of its key layout.",
                             "Compact it instead (`compact`); to change its buckets, upsert into a new table.")
     selection = PartitionSelection.parse(partitions, spec)
     target = new_spec(spec, bucket, selection)
-    _choose(selection, spec, target, table.snapshot().files)  # refuse bad input before an instant starts
-    txn = table.begin("replace", OPERATION, request_id=request_id)
+    _choose(selection, spec, target, list(base.files.values()))  # refuse bad input before an instant starts
+    txn = table.begin("replace", OPERATION, request_id=request_id, base=base)
     try:
         chosen, old = _choose(selection, spec, target, txn.base_files)
         if not old and target == spec:
             txn.abort()
             log.info("bucket_rewrite of %s: no partition chosen and the spec is unchanged; nothing to do", table.url)
             return None
-        metrics: dict[str, Any] = {"partitions_rewritten": len(chosen)}
+        metrics: dict[str, Any] = {"partitions_rewritten": len(chosen), "spec_changed": target != spec}
         files: list[DataFile] = []
         if old:
             snap = snapshot_of(txn.base)
@@ -193,13 +202,53 @@ def _check_counts_with_kept(target: TableSpec, spec: TableSpec, kept: Sequence[D
     check_multiples(counts, "bucket.count")
 
 
-def _choose(selection: PartitionSelection, spec: TableSpec, target: TableSpec, files: Sequence[DataFile]
+def _choose(selection: PartitionSelection, spec: TableSpec, target: TableSpec, files: Iterable[DataFile]
             ) -> tuple[list[Partition], list[DataFile]]:
-    """The chosen partitions and their files; the new counts checked against the partitions kept."""
+    """The chosen partitions and their files; the new counts checked against the partitions kept, and a
+    spec change that rewrites nothing checked against every file."""
+    files = list(files)
     chosen = selection.select(target, _partitions(files))
     keys = {_key(p) for p in chosen}
     _check_counts_with_kept(target, spec, [f for f in files if _key(f.partition) not in keys])
+    if not chosen and target != spec:
+        _check_spec_fits_files(selection, spec, target, files)
     return chosen, [f for f in files if _key(f.partition) in keys]
+
+
+def _check_spec_fits_files(selection: PartitionSelection, spec: TableSpec, target: TableSpec,
+                           files: Sequence[DataFile]) -> None:
+    """A spec change that rewrites no partition may only describe the existing files as they are: each
+    partition gets, for later writes, the bucketing its files already have (columns, count, hash; sort
+    columns too if bucketed). `{"from": X}` past the last partition of a plain table passes (the existing
+    partitions stay plain, X and later get buckets); a spec that would bucket, or re-bucket, partitions
+    whose files stay as they are is refused: later writes would put files of another layout beside them."""
+    sort_changed = spec.bucket is not None and target.bucket is not None and \
+        spec.bucket.sort_columns != target.bucket.sort_columns
+    seen: set[tuple[Any, Bucketing | None]] = set()
+    for data_file in files:
+        have = file_bucketing(data_file, spec)
+        if (data_file.partition_key(), have) in seen:
+            continue  # (a partition's files share their layout: one check each)
+        seen.add((data_file.partition_key(), have))
+        count = target.bucket_count_for(data_file.partition)
+        want = target.bucket.bucketing(count) if target.bucket is not None and count is not None else None
+        if have == want and not (have is not None and sort_changed):
+            continue
+        where = "/".join(f"{k}={v}" for k, v in data_file.partition.items()) or "the table"
+        layout = "plain" if have is None else f"in {have.count} buckets"
+        raise LakeSpecError(
+            "partitions", f"{selection.to_dict()!r} matches no partition, so nothing would be rewritten, yet the "
+            f"new bucket spec would change the layout of partitions that keep their files ({where} is {layout}): "
+            "later writes would put files of another layout beside them.",
+            "Choose the partitions to rewrite (a range that holds them, a list, or 'all'); to bucket only "
+            "partitions that have no data yet, give {'from': <first such partition>} (earlier partitions stay "
+            "plain) — or keep the table's bucket spec.")
+
+
+def _order_key(spec: TableSpec, part: Partition) -> tuple[Any, ...]:
+    key = partition_order_key(spec, part)
+    assert key is not None  # (null bounds are refused first)
+    return key
 
 
 def _partitions(files: Sequence[DataFile]) -> list[Partition]:

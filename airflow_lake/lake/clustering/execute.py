@@ -26,7 +26,7 @@ from airflow_lake.lake import instants, recovery
 from airflow_lake.lake.clustering.keys import add_keys
 from airflow_lake.lake.clustering.layout import Layout
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, ClusteringPlan, PlanGroup
-from airflow_lake.lake.clustering.timeline import PendingPlan, pending_plans
+from airflow_lake.lake.clustering.timeline import PendingPlan, pending_plans, rollback_command
 from airflow_lake.lake.conflicts import COMPLETES
 from airflow_lake.lake.errors import LakeCommitConflict, LakeError, LakePlanAborted, LakeSpecError
 from airflow_lake.lake.files import DataFile
@@ -60,26 +60,52 @@ class Executed:
 def execute_clustering(table: LakeTable, spark: SparkSession, *, plan_id: str | None = None, which: str = OLDEST,
                        request_id: str | None = None, parallelism: int = DEFAULT_PARALLELISM) -> list[Executed]:
     """Run the plan `plan_id`, else the oldest pending plan (`which="oldest"`) or every pending plan in
-    order (`which="all"`). Returns what ran (empty: no pending plan)."""
-    if request_id:
-        prior = table.find_request(request_id, EXECUTE_OPERATION)
-        if prior is not None and (plan_id is None or prior.metadata.get(COMPLETES) == plan_id):
-            return [Executed(str(prior.metadata.get(COMPLETES)), prior, True)]
-    if plan_id is not None:
-        return [execute_plan(table, spark, plan_id, request_id=request_id, parallelism=parallelism)]
-    if which not in (OLDEST, ALL):
+    order (`which="all"`). Returns what ran (empty: no pending plan).
+
+    Each plan is one commit under its own request id (`request_id`, then `request_id#1`, `#2`, ...), so a
+    retry returns every commit its earlier tries made (flagged `already_committed`) and, for "all", then
+    runs the plans still pending. A plan that cannot be run (damaged or edited) is skipped with a warning;
+    when nothing else is left to run, `LakeSpecError` names it and the command that drops it.
+    """
+    if plan_id is None and which not in (OLDEST, ALL):
         raise LakeSpecError("which", f"{which!r} is not allowed.", "Use 'oldest' or 'all', or give plan_id.")
-    todo = [p.id for p in pending_plans(table)]
-    if which == OLDEST:
-        todo = todo[:1]
-    out = []
-    for i, pid in enumerate(todo):
-        # one commit per plan; each gets its own request id so a retry finds every one it made
-        rid = None if request_id is None else (request_id if i == 0 else f"{request_id}#{i}")
-        if rid and i and (prior := table.find_request(rid, EXECUTE_OPERATION)) is not None:
-            out.append(Executed(pid, prior, True))
-            continue
+    if plan_id is not None:
+        prior = table.find_request(request_id, EXECUTE_OPERATION) if request_id else None
+        if prior is not None and prior.metadata.get(COMPLETES) == plan_id:
+            return [Executed(plan_id, prior, True)]
+        return [execute_plan(table, spark, plan_id, request_id=request_id, parallelism=parallelism)]
+    out = _earlier_runs(table, request_id)
+    if which == OLDEST and out:
+        return out
+    pending = pending_plans(table)
+    damaged = [p for p in pending if p.plan is None]
+    todo = [p.id for p in pending if p.plan is not None][:1 if which == OLDEST else None]
+    for plan in damaged:
+        log.warning("skipping clustering plan %s: it cannot be run (%s). Fix: `%s`, then schedule a new plan.",
+                    plan.id, plan.problem, rollback_command(table, plan.id))
+    if damaged and not todo and not out:
+        ids = ", ".join(p.id for p in damaged)
+        raise LakeSpecError("which", f"the pending clustering plan(s) {ids} of {table.url!r} cannot be run "
+                            f"({damaged[0].id}: {damaged[0].problem}). Nothing was committed.",
+                            f"Drop them with `airflow-lake rollback {table.url} {' '.join(p.id for p in damaged)}` "
+                            "and schedule a new plan.")
+    for pid in todo:
+        rid = None if request_id is None else _nth_request(request_id, len(out))
         out.append(execute_plan(table, spark, pid, request_id=rid, parallelism=parallelism))
+    return out
+
+
+def _nth_request(request_id: str, index: int) -> str:
+    """The request id of a request's `index`-th plan commit."""
+    return request_id if index == 0 else f"{request_id}#{index}"
+
+
+def _earlier_runs(table: LakeTable, request_id: str | None) -> list[Executed]:
+    """The plan commits earlier tries of `request_id` made, in order."""
+    out: list[Executed] = []
+    while request_id and (prior := table.find_request(_nth_request(request_id, len(out)),
+                                                      EXECUTE_OPERATION)) is not None:
+        out.append(Executed(str(prior.metadata.get(COMPLETES)), prior, True))
     return out
 
 
@@ -93,6 +119,7 @@ def execute_plan(table: LakeTable, spark: SparkSession, plan_id: str, *, request
     if plan_id in state.instants:
         entry = table.commit_log.read(state.instants[plan_id])
         log.info("clustering plan %s was already executed by instant %s", plan_id, entry.instant)
+        recovery.tidy_if_left(table, entry)  # its executor may have died just past the commit
         return Executed(plan_id, entry, True)
     if plan_id in state.rolled_back:
         raise LakePlanAborted(f"clustering plan {plan_id} was rolled back ({_rollback_reason(table, plan_id)}); "
@@ -202,8 +229,9 @@ def _pending(table: LakeTable, plan_id: str) -> PendingPlan:
     for pending in pending_plans(table):
         if pending.id == plan_id:
             if pending.plan is None:
-                raise LakeError(f"clustering plan {plan_id} cannot be read (its file is damaged). Fix: roll it back "
-                                f"(`airflow-lake rollback {table.url} {plan_id}`) and schedule a new one.")
+                raise LakeSpecError("plan_id", f"clustering plan {plan_id} of {table.url!r} cannot be run: "
+                                    f"{pending.problem}. Nothing was committed.",
+                                    f"Drop it with `{rollback_command(table, plan_id)}` and schedule a new plan.")
             return pending
     raise LakeSpecError("plan_id", f"no pending clustering plan {plan_id} on {table.url!r}.",
                         "Give a plan from `airflow-lake plans PATH`, or leave plan_id out to run the oldest.")

@@ -5,16 +5,22 @@ strings); one scalar Arrow UDF (`CurveKeys.evaluate`, numpy on Arrow batches of 
 rest of the row stays in the JVM) turns those into coordinates — the rank among the sampled bounds (SAMPLE)
 or the low bits (DIRECT) — and the coordinates into Z-order or Hilbert words (`curves.py`).
 
-Cutting a group into `files` files: the sample that gives the SAMPLE bounds (DIRECT samples too) is put
-through the same function; its weighted quantiles of the first word, each moved within a quarter of a
-file's share of rows to the value with the most trailing zero bits (a border of the largest curve cell
-there, so files cover whole cells), are the cuts. The UDF stores each row's file slot in the top bits of
-its first word, and the rows are repartitioned by a bigint that hashes to that slot (`slots.py`): one
-pass, no second sampling of the data, and every output file is one contiguous stretch of the curve.
+Cutting a group into `files` files: the sample that gives the SAMPLE bounds (DIRECT samples too, at least
+20 rows per file) is put through the same function; the cuts are a range sort's boundaries over the whole
+curve key (all its words, compared in order — never the first word alone, which DIRECT coordinates of
+wide or skewed values leave equal for most rows): each at the weighted quantile that splits the rows
+still to cut evenly, moved within a quarter of a file's share of rows to the value with the most trailing
+zero bits (a border of the largest curve cell there, so files cover whole cells), and kept apart so that
+every file starts at a sampled key of its own. So a group becomes the planned number of files whenever
+the sample holds that many distinct keys. The UDF stores each row's file slot (the number of cuts at or
+below its key) in the top bits of its first word, and the rows are repartitioned by a bigint that hashes
+to that slot (`slots.py`): one pass, no second sampling of the data, and every output file is one
+contiguous stretch of the curve.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import logging
 import time
@@ -71,7 +77,7 @@ class CurveKeys:
     bits: int
     coordinates: tuple[Coordinate, ...]
     files: int = 1
-    cuts: np.ndarray | None = None  # sorted first-word values where the next file starts
+    cuts: np.ndarray | None = None  # int64 (cuts x words), increasing curve keys where the next file starts
 
     @property
     def slot_bits(self) -> int:
@@ -98,8 +104,8 @@ class CurveKeys:
     def words(self, arrays: Sequence[pa.Array]) -> list[np.ndarray]:
         """`curve_words` with the file slot in the first word's top bits."""
         words = self.curve_words(arrays)
-        if self.slot_bits and self.cuts is not None:
-            slot = np.searchsorted(self.cuts, words[0], side="right").astype(np.int64)
+        if self.slot_bits and self.cuts is not None and len(self.cuts):
+            slot = cuts_at_or_below(self.cuts, words)
             words[0] = words[0] | (slot << np.int64(curves.WORD_BITS - self.slot_bits))
         return words
 
@@ -114,30 +120,94 @@ class CurveKeys:
                                           names=[f"w{i}" for i in range(len(words))])
 
     def with_cuts(self, arrays: Sequence[pa.Array], weights: np.ndarray, files: int) -> CurveKeys:
-        """This model cutting rows into `files` files at the weighted quantiles of a sample (`arrays`)."""
+        """This model cutting rows into `files` files at the weighted quantiles of a sample (`arrays`);
+        one file when the sample has fewer than two distinct keys."""
         model = dataclasses.replace(self, files=files)
         if files <= 1 or not len(weights):
             return dataclasses.replace(model, files=1)
-        first = model.curve_words(arrays)[0].view(np.uint64)
-        return dataclasses.replace(model, cuts=cut_points(first, weights, files).view(np.int64))
+        cuts = cut_points(model.curve_words(arrays), model.widths, weights, files)
+        return dataclasses.replace(model, cuts=cuts) if len(cuts) else dataclasses.replace(model, files=1)
 
 
-def cut_points(keys: np.ndarray, weights: np.ndarray, files: int) -> np.ndarray:
-    """Up to `files - 1` increasing `np.uint64` cuts of weighted sample keys into `files` equal shares, each
-    moved within `SNAP_SHARE` of a share to the value with the most trailing zero bits."""
-    order = np.argsort(keys, kind="stable")
-    ordered, cumulative = keys[order], np.cumsum(weights[order])
-    total, share = float(cumulative[-1]), float(cumulative[-1]) / files
-    last = len(ordered) - 1
+def cut_points(words: Sequence[np.ndarray], widths: Sequence[int], weights: np.ndarray, files: int) -> np.ndarray:
+    """Increasing cuts (`int64`, one row of words per cut) of weighted sample keys (`words`, of `widths`
+    bits each, compared in order) into `files` files of near equal weight: `min(files, distinct keys) - 1`
+    of them, every file starting at a sampled key of its own, each cut moved within `SNAP_SHARE` of a
+    file's share to the value with the most trailing zero bits."""
+    keys = np.stack([np.asarray(w, dtype=np.int64) for w in words], axis=1)  # words are non-negative
+    order = np.lexsort(keys.T[::-1])  # (lexsort's last key is the primary one)
+    ordered = keys[order]
+    first = np.ones(len(ordered), dtype=bool)
+    first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    starts = np.flatnonzero(first)
+    distinct = ordered[starts]
+    below = np.concatenate(([0.0], np.cumsum(np.add.reduceat(np.asarray(weights, np.float64)[order], starts))))
+    count = len(distinct)  # below[j]: the weight of the keys under distinct[j]; below[count]: all of it
+    pieces = min(files, count)
     cuts: list[int] = []
-    for i in range(1, files):
-        target = i * share
-        low = int(ordered[min(last, int(np.searchsorted(cumulative, target - SNAP_SHARE * share)))])
-        high = int(ordered[min(last, int(np.searchsorted(cumulative, min(total, target + SNAP_SHARE * share))))])
-        cut = _roundest(low, high)
-        if not cuts or cut > cuts[-1]:
-            cuts.append(cut)
-    return np.array(cuts, dtype=np.uint64)
+    start = 0  # the distinct key the current file starts at
+    for i in range(1, pieces):
+        # the rest is shared evenly, so one heavy key early on does not leave later files empty
+        share = (below[count] - below[start]) / (pieces - i + 1)
+        target = below[start] + share
+        lowest, highest = start + 1, count - (pieces - i)  # each file keeps a key of its own
+        near = _nearest(below, target, lowest, highest)
+        low = max(lowest, int(np.searchsorted(below[:count], target - SNAP_SHARE * share, side="left")))
+        high = min(highest, int(np.searchsorted(below[:count], target + SNAP_SHARE * share, side="right")) - 1)
+        if low > high:
+            low = high = near
+        cut = _roundest(_key(distinct[low - 1], widths), _key(distinct[high], widths))
+        start = bisect.bisect_left(range(low, high + 1), cut, key=lambda j: _key(distinct[j], widths)) + low
+        cuts.append(cut)
+    out = np.zeros((len(cuts), len(widths)), dtype=np.int64)
+    for row, cut in enumerate(cuts):
+        out[row] = _words(cut, widths)
+    return out
+
+
+def cuts_at_or_below(cuts: np.ndarray, words: Sequence[np.ndarray]) -> np.ndarray:
+    """For each row of `words`, how many of the increasing `cuts` (rows of words) are at or below its key,
+    in lexicographic order of the words: its file slot. A branch-free binary search over all rows at once."""
+    size = 1 << len(cuts).bit_length()  # a power of two above the number of cuts
+    padded = np.full((size, cuts.shape[1]), np.iinfo(np.int64).max, dtype=np.int64)  # above every key
+    padded[:len(cuts)] = cuts
+    columns = [np.ascontiguousarray(padded[:, j]) for j in range(padded.shape[1])]
+    position = np.zeros(len(words[0]), dtype=np.int64)
+    step = size >> 1
+    while step:
+        probe = position + (step - 1)
+        at_or_below = columns[-1][probe] <= words[-1]
+        for j in range(len(columns) - 2, -1, -1):  # from the last word up: an earlier word decides first
+            cut = columns[j][probe]
+            at_or_below = (cut < words[j]) | ((cut == words[j]) & at_or_below)
+        position += at_or_below * step
+        step >>= 1
+    return position
+
+
+def _key(row: np.ndarray, widths: Sequence[int]) -> int:
+    """The curve key of one row of words, as one integer."""
+    key = 0
+    for word, width in zip(row.tolist(), widths, strict=True):
+        key = (key << width) | int(word)
+    return key
+
+
+def _words(key: int, widths: Sequence[int]) -> list[int]:
+    """Inverse of `_key`."""
+    out = []
+    for width in reversed(widths):
+        out.append(key & ((1 << width) - 1))
+        key >>= width
+    return out[::-1]
+
+
+def _nearest(below: np.ndarray, target: float, lowest: int, highest: int) -> int:
+    """The index in lowest..highest whose weight below is nearest `target`."""
+    j = min(max(int(np.searchsorted(below[:highest + 1], target)), lowest), highest)
+    if j > lowest and target - below[j - 1] <= below[j] - target:
+        return j - 1
+    return j
 
 
 def _roundest(low: int, high: int) -> int:
@@ -167,7 +237,8 @@ def add_keys(df: DataFrame, layout: Layout, spec: TableSpec, *, files: int = 1, 
     started = time.monotonic()
     candidates: list[tuple[tuple[Any, ...], float]] = []
     if layout.curve == SAMPLE or files > 1:
-        plan = sample.sample_plan(sample.partition_counts(keys), layout.sample_ranges)
+        # enough sampled rows per file too (Spark's RangePartitioner takes 20 per partition)
+        plan = sample.sample_plan(sample.partition_counts(keys), max(layout.sample_ranges, files))
         candidates = sample.sample(keys, plan, seed)
     columns = [[c[0][i] for c in candidates] for i in range(len(inputs))]
     weights = np.array([c[1] for c in candidates], dtype=np.float64)
@@ -224,4 +295,4 @@ def _varying_bits(keys: DataFrame) -> int:
     return bits
 
 
-__all__ = ["KEY_PREFIX", "Coordinate", "CurveKeys", "add_keys", "cut_points"]
+__all__ = ["KEY_PREFIX", "Coordinate", "CurveKeys", "add_keys", "cut_points", "cuts_at_or_below"]

@@ -1,20 +1,50 @@
 """A clustering plan: groups of files to rewrite together, how many files each becomes, and the layout.
 
 A plan is stored as the metadata of a *requested* `replace` instant (`_lake/pending/<id>.requested.json`,
-the Hudi way): scheduling writes it, executing completes it. Its JSON form is versioned.
+the Hudi way): scheduling writes it, executing completes it. Its JSON form is versioned, and read back
+strictly: the file can be edited by hand or damaged, so every field is checked (`PlanFormatError` names the
+first bad one) before anything runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake.clustering.layout import Layout
+from airflow_lake.lake import instants
+from airflow_lake.lake.clustering.layout import CURVES, DEFAULT_RANGES, KINDS, MAX_RANGES, SAMPLE, Layout
+from airflow_lake.lake.errors import LakeSpecError
+
+if TYPE_CHECKING:
+    from airflow_lake.lake.spec import TableSpec
 
 PLAN_FORMAT = 1
-SCHEDULE_OPERATION = "schedule_clustering"
+SCHEDULE_OPERATION = instants.PLAN_OPERATION  # its requested instants are plans, waiting for an executor
 EXECUTE_OPERATION = "execute_clustering"
+
+
+class PlanFormatError(ValueError):
+    """A stored plan that cannot be run as it is: the message names the field and what is wrong."""
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else f"{text[:117]}..."
+
+
+def _whole(raw: Mapping[str, Any], key: str, where: str, minimum: int) -> int:
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise PlanFormatError(f"{where}{key} is {_show(value)}, not a whole number >= {minimum}")
+    return value
+
+
+def _text_list(value: Any, where: str, *, allow_empty: bool) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value) \
+            or (not value and not allow_empty):
+        raise PlanFormatError(f"{where} is {_show(value)}, not a {'' if allow_empty else 'non-empty '}list of names")
+    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -37,10 +67,27 @@ class PlanGroup:
         return out
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> PlanGroup:
-        """Inverse of `to_dict`."""
-        return cls(dict(raw["partition"]), tuple(raw["files"]), int(raw["bytes"]), int(raw["rows"]),
-                   int(raw["output_files"]), tuple(int(b) for b in raw.get("buckets") or ()))
+    def from_dict(cls, raw: Any, where: str = "") -> PlanGroup:
+        """Inverse of `to_dict`; raises `PlanFormatError` naming the field (prefixed by `where`)."""
+        if not isinstance(raw, Mapping):
+            raise PlanFormatError(f"{where.rstrip('.')} is {_show(raw)}, not an object")
+        partition = raw.get("partition")
+        if not isinstance(partition, Mapping) or not all(
+                isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in partition.items()):
+            raise PlanFormatError(f"{where}partition is {_show(partition)}, not an object of column: value")
+        files = _text_list(raw.get("files"), f"{where}files", allow_empty=False)
+        rows = _whole(raw, "rows", where, 0)
+        outputs = _whole(raw, "output_files", where, 1)
+        buckets = raw.get("buckets") or []
+        if not isinstance(buckets, list) or any(isinstance(b, bool) or not isinstance(b, int) or b < 0
+                                                for b in buckets) or len(set(buckets)) != len(buckets):
+            raise PlanFormatError(f"{where}buckets is {_show(buckets)}, not a list of distinct bucket ids")
+        if buckets and outputs != len(buckets):
+            raise PlanFormatError(f"{where}output_files is {outputs}, but a bucketed group writes one file per "
+                                  f"bucket ({len(buckets)})")
+        if outputs > max(1, rows):
+            raise PlanFormatError(f"{where}output_files is {outputs}, more files than the group has rows ({rows})")
+        return cls(dict(partition), files, _whole(raw, "bytes", where, 0), rows, outputs, tuple(buckets))
 
 
 @dataclass(frozen=True)
@@ -74,12 +121,37 @@ class ClusteringPlan:
                 "input_files": len(self.files), "input_bytes": self.input_bytes, "output_files": self.output_files}
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> ClusteringPlan:
-        """Inverse of `to_dict`."""
-        if int(raw.get("format", 0)) != PLAN_FORMAT:
-            raise ValueError(f"clustering plan format {raw.get('format')!r} is not {PLAN_FORMAT}")
-        return cls(tuple(PlanGroup.from_dict(g) for g in raw["groups"]), Layout.from_dict(raw["layout"]),
-                   int(raw["base_seq"]), dict(raw.get("strategy") or {}))
+    def from_dict(cls, raw: Any) -> ClusteringPlan:
+        """Inverse of `to_dict`; raises `PlanFormatError` naming the first bad field."""
+        if not isinstance(raw, Mapping):
+            raise PlanFormatError(f"the plan is {type(raw).__name__}, not an object")
+        if raw.get("format") != PLAN_FORMAT:
+            raise PlanFormatError(f"format is {raw.get('format')!r}, not {PLAN_FORMAT}")
+        groups = raw.get("groups")
+        if not isinstance(groups, list) or not groups:
+            raise PlanFormatError(f"groups is {_show(groups)}, not a non-empty list")
+        plan = cls(tuple(PlanGroup.from_dict(g, f"groups[{i}].") for i, g in enumerate(groups)),
+                   _layout(raw.get("layout")), _whole(raw, "base_seq", "", 0),
+                   dict(raw.get("strategy") or {}) if isinstance(raw.get("strategy") or {}, Mapping) else {})
+        seen: set[str] = set()
+        for i, group in enumerate(plan.groups):
+            for path in group.files:
+                if path in seen:  # read twice, it would be written twice
+                    raise PlanFormatError(f"groups[{i}].files lists {path!r} a second time")
+                seen.add(path)
+        return plan
+
+    def check_against(self, spec: TableSpec) -> None:
+        """Raise `PlanFormatError` if the table (as it is now) cannot run this plan: its layout's columns
+        and the groups' partition columns must be the table's."""
+        try:
+            self.layout.resolved(spec, "layout.sort_columns")
+        except LakeSpecError as err:
+            raise PlanFormatError(f"{err.field}: {err.problem.rstrip('.')}") from None
+        for i, group in enumerate(self.groups):
+            if sorted(group.partition) != sorted(spec.partition_columns):
+                raise PlanFormatError(f"groups[{i}].partition is {dict(group.partition)!r}, but the table is "
+                                      f"partitioned by {list(spec.partition_columns)}")
 
     def summary(self) -> dict[str, Any]:
         """Numbers for XCom and the CLI."""
@@ -87,3 +159,18 @@ class ClusteringPlan:
                 "output_files": self.output_files, "partitions": len({tuple(sorted(g.partition.items()))
                                                                       for g in self.groups}),
                 "layout": self.layout.describe()}
+
+
+def _layout(raw: Any) -> Layout:
+    if not isinstance(raw, Mapping):
+        raise PlanFormatError(f"layout is {_show(raw)}, not an object")
+    kind, curve = raw.get("layout"), raw.get("curve", SAMPLE)
+    if kind not in KINDS:
+        raise PlanFormatError(f"layout.layout is {_show(kind)}, not one of {', '.join(KINDS)}")
+    if curve not in CURVES:
+        raise PlanFormatError(f"layout.curve is {_show(curve)}, not one of {', '.join(CURVES)}")
+    columns = _text_list(raw.get("sort_columns") or [], "layout.sort_columns", allow_empty=True)
+    ranges = raw.get("sample_ranges", DEFAULT_RANGES)
+    if isinstance(ranges, bool) or not isinstance(ranges, int) or not 2 <= ranges <= MAX_RANGES:
+        raise PlanFormatError(f"layout.sample_ranges is {_show(ranges)}, not a whole number in 2..{MAX_RANGES}")
+    return Layout(kind, columns, curve, ranges)

@@ -3,7 +3,8 @@
 whole.
 
 Groups: a partition's candidate files, largest first, fill a group until the next file would pass
-`max_bytes_per_group`; a group becomes ceil(bytes / target_file_max_bytes) files. At most `max_groups`
+`max_bytes_per_group`; a group becomes ceil(bytes / target_file_max_bytes) files, never more files than it
+has rows. At most `max_groups`
 groups in all, newest partitions first. A last group of one file is dropped (rewriting one file alone only
 helps if it gets sorted) unless single-group clustering is on or the layout sorts and the file was not
 itself written by a clustering.
@@ -17,11 +18,11 @@ Files under another bucketing (before a bucket count changed) are left to `bucke
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_lake.lake.buckets.bucketing import file_bucketing
+from airflow_lake.lake.clustering.partition_regex import PartitionPattern
 from airflow_lake.lake.clustering.plan import PlanGroup
 from airflow_lake.lake.clustering.strategy import DAY_ROLLING, RECENT_DAYS, SELECTED_PARTITIONS, PlanStrategy
 from airflow_lake.lake.files import DataFile
@@ -53,8 +54,8 @@ def select_partitions(spec: TableSpec, existing: Sequence[Mapping[str, str | Non
         chosen = [dict(p) for p in strategy.partitions if tuple(sorted(p.items())) in present]
         return sorted(chosen, key=lambda p: _order(spec, p), reverse=True)
     parts = sorted((dict(p) for p in existing), key=lambda p: _order(spec, p))  # oldest first
-    if strategy.partition_regex is not None:
-        pattern = re.compile(strategy.partition_regex)
+    if strategy.partition_regex is not None:  # matched in bounded time: this runs in the Airflow process
+        pattern = PartitionPattern(strategy.partition_regex)
         parts = [p for p in parts if pattern.fullmatch(partition_path(spec, p))]
     if strategy.filter_mode == RECENT_DAYS:
         ordered = [p for p in reversed(parts) if partition_order_key(spec, p) is not None]  # newest first
@@ -92,9 +93,11 @@ def build_groups(spec: TableSpec, files: Sequence[DataFile], partitions: Sequenc
     return groups
 
 
-def output_files(group_bytes: int, target: int) -> int:
-    """Files a group becomes: ceil(bytes / target), at least 1."""
-    return max(1, math.ceil(group_bytes / target))
+def output_files(group_bytes: int, target: int, rows: int | None = None) -> int:
+    """Files a group becomes: ceil(bytes / target), at least 1, and at most one per row (a tiny target
+    must not plan thousands of files that would hold nothing)."""
+    count = max(1, math.ceil(group_bytes / target))
+    return count if rows is None else min(count, max(1, rows))
 
 
 def _fill(units: list[tuple[list[DataFile], int]], strategy: PlanStrategy) -> list[list[tuple[list[DataFile], int]]]:
@@ -126,7 +129,8 @@ def _plain_groups(partition: Mapping[str, str | None], live: list[DataFile], str
             if not keep:
                 continue
         groups.append(_group(partition, chosen, output_files(sum(f.bytes for f in chosen),
-                                                             strategy.target_file_max_bytes)))
+                                                             strategy.target_file_max_bytes,
+                                                             sum(f.rows for f in chosen))))
     return groups
 
 

@@ -20,7 +20,8 @@ bounds per column, and the index of a value's range as its coordinate.
    lays out the same.)
 5. The rank of a value (`rank`) is the number of bounds below it: a binary search (`numpy.searchsorted`)
    over the bounds in Spark's Python workers, on Arrow batches of the sort columns (`keys.py`); strings
-   compare by their UTF-8 bytes, as in Spark. NULL takes the largest coordinate.
+   compare by their UTF-8 bytes, as in Spark (binary order: a prefix first, NUL bytes count; see
+   `string_keys`). NULL takes the largest coordinate.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ MAX_SAMPLE_SIZE = 1_000_000
 OVERSAMPLE = 3.0  # each partition samples 3x its share, as Spark does
 PREFILTER = 2.0  # the JVM passes ~2x the rows a balanced partition keeps
 MAX_STRING_BYTES = 64
+LENGTH_BYTES = 2  # a string's key ends with its length (`string_keys`)
 PID, ROWS, WEIGHT = "__lake_pid", "__lake_rows", "__lake_weight"
 
 
@@ -169,20 +171,20 @@ def expand(bounds: Sequence[Sequence[Any]]) -> tuple[int, list[int]]:
 
 
 def bound_array(bounds: Sequence[Any]) -> np.ndarray:
-    """A column's bounds as a sorted numpy array for `rank`: bigints, or strings as their UTF-8 bytes cut to
-    a fixed width (`string_width`)."""
+    """A column's bounds as a sorted numpy array for `rank`: bigints, or strings as fixed-width byte keys
+    (`string_keys`, `string_width` bytes of text)."""
     import numpy as np
+    import pyarrow as pa
 
     if bounds and isinstance(bounds[0], str):
-        encoded = [b.encode("utf-8") for b in bounds]
-        return np.array(encoded, dtype=f"S{string_width(encoded)}")
+        return string_keys(pa.array(bounds, type=pa.string()), string_width([b.encode("utf-8") for b in bounds]))
     return np.array([int(b) for b in bounds], dtype=np.int64)
 
 
 def string_width(encoded: Sequence[bytes]) -> int:
-    """Bytes of a string compared when ranking: one more than the longest bound (a value that passes a
-    bound's end is then seen to be greater), at most `MAX_STRING_BYTES` (beyond, ranks are approximate)."""
-    return max(1, min(MAX_STRING_BYTES, max((len(b) for b in encoded), default=0) + 1))
+    """Bytes of text in a string's key: the longest bound's, at most `MAX_STRING_BYTES` (a longer bound is
+    cut there, and ranks next to it are approximate)."""
+    return max(1, min(MAX_STRING_BYTES, max((len(b) for b in encoded), default=0)))
 
 
 def rank(values: pa.Array, bounds: np.ndarray) -> np.ndarray:
@@ -193,7 +195,7 @@ def rank(values: pa.Array, bounds: np.ndarray) -> np.ndarray:
     import pyarrow.compute as pc
 
     if bounds.dtype.kind == "S":  # (for bytes, numpy's own search is the faster one)
-        needles = fixed_bytes(values, bounds.dtype.itemsize)
+        needles = string_keys(values, bounds.dtype.itemsize - LENGTH_BYTES)
         return np.searchsorted(bounds, needles, side="left").astype(np.int64)
     filled = pc.fill_null(values, 0) if values.null_count else values
     numbers = np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -208,9 +210,11 @@ def rank(values: pa.Array, bounds: np.ndarray) -> np.ndarray:
     return position
 
 
-def fixed_bytes(values: pa.Array, width: int) -> np.ndarray:
-    """Strings as numpy fixed-width bytes (`S<width>`): their first `width` UTF-8 bytes, zero padded (numpy
-    compares these bytewise, as Spark compares strings). Vectorized: one gather of rows x width bytes."""
+def string_keys(values: pa.Array, width: int) -> np.ndarray:
+    """Strings as numpy fixed-width bytes (`S<width + LENGTH_BYTES>`) in Spark's string order: the first
+    `width` UTF-8 bytes, zero padded, then the length (big-endian, capped). numpy compares these bytewise;
+    the length tells a string from the same one with NUL bytes appended ('a' < 'a\\x00' < 'a\\x01'),
+    which zero padding alone makes equal. Vectorized: one gather of rows x width bytes."""
     import numpy as np
     import pyarrow as pa
 
@@ -221,10 +225,13 @@ def fixed_bytes(values: pa.Array, width: int) -> np.ndarray:
     offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[binary.offset:binary.offset + count + 1]
     data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
     starts = offsets[:-1]
-    lengths = np.minimum(offsets[1:] - starts, width)
-    if not len(data):
-        return np.zeros(count, dtype=f"S{width}")
-    columns = np.arange(width, dtype=np.int64)
-    index = np.minimum(starts[:, None] + columns[None, :], len(data) - 1)  # one gather of rows x width
-    out = np.where(columns[None, :] < lengths[:, None], data[index], np.uint8(0)).astype(np.uint8, copy=False)
-    return np.asarray(out.reshape(-1).view(f"S{width}"))
+    sizes = offsets[1:] - starts
+    out = np.zeros((count, width + LENGTH_BYTES), dtype=np.uint8)
+    if len(data):
+        columns = np.arange(width, dtype=np.int64)
+        index = np.minimum(starts[:, None] + columns[None, :], len(data) - 1)  # one gather of rows x width
+        out[:, :width] = np.where(columns[None, :] < np.minimum(sizes, width)[:, None], data[index], np.uint8(0))
+    length = np.minimum(sizes, (1 << (8 * LENGTH_BYTES)) - 1)  # a value longer than any bound stays longer
+    for i in range(LENGTH_BYTES):
+        out[:, width + i] = (length >> (8 * (LENGTH_BYTES - 1 - i))) & 0xFF
+    return np.asarray(out.reshape(-1).view(f"S{width + LENGTH_BYTES}"))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake import instants
-from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, SCHEDULE_OPERATION, ClusteringPlan
+from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, SCHEDULE_OPERATION, ClusteringPlan, PlanFormatError
 from airflow_lake.lake.conflicts import COMPLETES
 from airflow_lake.lake.errors import LakeSnapshotNotFound, LakeSpecError
 
@@ -82,18 +82,28 @@ class PendingPlan:
     id: str
     requested_at: float
     request_id: str | None
-    plan: ClusteringPlan | None  # None if its file cannot be read
+    plan: ClusteringPlan | None  # None if it cannot be run: `problem` says why
     attempts: tuple[str, ...] = field(default_factory=tuple)  # pending execute instants of this plan
+    problem: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (CLI, XCom)."""
         return {"id": self.id, "requested_at": self.requested_at, "request_id": self.request_id,
-                "attempts": list(self.attempts), **(self.plan.summary() if self.plan else {"damaged": True})}
+                "attempts": list(self.attempts),
+                **(self.plan.summary() if self.plan else {"damaged": True, "problem": self.problem})}
+
+
+def rollback_command(table: LakeTable, plan_id: str) -> str:
+    """The command that drops a plan (it exists: `airflow-lake rollback`)."""
+    return f"airflow-lake rollback {table.url} {plan_id}"
 
 
 def pending_plans(table: LakeTable) -> list[PendingPlan]:
-    """Plans scheduled and neither executed nor rolled back, oldest first."""
+    """Plans scheduled and neither executed nor rolled back, oldest first. A plan that cannot be run as it
+    is (damaged or edited: a bad field, a file listed twice, a column the table lacks) is listed with
+    `plan` None and the `problem`."""
     state = table.state()
+    spec = table.spec
     pending = [p for p in instants.pending(table.storage)
                if p.id not in state.instants and p.id not in state.rolled_back]
     attempts: dict[str, list[str]] = {}
@@ -104,12 +114,16 @@ def pending_plans(table: LakeTable) -> list[PendingPlan]:
     for item in pending:
         if item.operation != SCHEDULE_OPERATION or item.inflight:
             continue
-        plan = None
+        plan, problem = None, None
         try:
-            plan = ClusteringPlan.from_dict(item.metadata["plan"])
-        except (KeyError, TypeError, ValueError):
-            log.warning("plan %s on %s cannot be read; it is ignored (roll it back to drop it)", item.id, table.url)
-        out.append(PendingPlan(item.id, item.requested_at, item.request_id, plan, tuple(attempts.get(item.id, ()))))
+            plan = ClusteringPlan.from_dict(item.metadata.get("plan"))
+            plan.check_against(spec)
+        except (KeyError, TypeError, ValueError) as err:
+            plan, problem = None, str(err) if isinstance(err, PlanFormatError) else f"{type(err).__name__}: {err}"
+            log.info("clustering plan %s on %s cannot be run (%s). Fix: `%s`, then schedule a new plan",
+                     item.id, table.url, problem, rollback_command(table, item.id))
+        out.append(PendingPlan(item.id, item.requested_at, item.request_id, plan, tuple(attempts.get(item.id, ())),
+                               problem))
     return out
 
 

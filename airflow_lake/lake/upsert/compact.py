@@ -19,6 +19,7 @@ from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.files import DataFile
 from airflow_lake.lake.log import LogEntry
 from airflow_lake.lake.snapshot import snapshot_of
+from airflow_lake.lake.spec import stored_spec
 from airflow_lake.lake.upsert.merge_read import merged, raw_scan
 from airflow_lake.lake.upsert.physical import SEQ, physical_spec
 from airflow_lake.lake.write import normalize_partitions
@@ -46,7 +47,8 @@ def compact(table: LakeTable, spark: SparkSession, *, partitions: Sequence[Mappi
     """Compact the table's partitions (or the listed ones) that have more files than buckets."""
     from pyspark.sql import functions as F
 
-    spec = table.spec
+    base = table.state()  # the spec and files compaction reads: a spec change or replace since conflicts
+    spec = stored_spec(base.spec)
     if not spec.primary_key:
         raise LakeSpecError("table", f"{table.url!r} has no primary key: there are no upserts to compact.",
                             "Use clustering to merge the small files of a plain table.")
@@ -55,10 +57,10 @@ def compact(table: LakeTable, spark: SparkSession, *, partitions: Sequence[Mappi
         if prior is not None:
             return Compacted(prior, True)
     chosen = normalize_partitions(spec, partitions) if partitions is not None else None
-    if _inputs(table.state().files.values(), spec.bucket.count if spec.bucket else 1, chosen) == []:
+    if _inputs(base.files.values(), spec.bucket.count if spec.bucket else 1, chosen) == []:
         log.info("compact %s: no partition has more files than buckets; nothing to do", table.url)
         return Compacted(None)
-    txn = table.begin("replace", OPERATION, request_id=request_id)
+    txn = table.begin("replace", OPERATION, request_id=request_id, base=base)
     try:
         inputs = _inputs(txn.base.files.values(), spec.bucket.count if spec.bucket else 1, chosen)
         if not inputs:

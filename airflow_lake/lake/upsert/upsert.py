@@ -14,15 +14,17 @@ lack value columns (a partial update): those keep their merged values.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import LakeSchemaError, LakeSpecError
 from airflow_lake.lake.log import LogEntry
+from airflow_lake.lake.reads import TableRead
+from airflow_lake.lake.snapshot import TableState
 from airflow_lake.lake.spark_schema import conform
 from airflow_lake.lake.spec import Column as SpecColumn
-from airflow_lake.lake.spec import TableSpec
+from airflow_lake.lake.spec import TableSpec, stored_spec
 from airflow_lake.lake.state import UPSERT_ACTION
 from airflow_lake.lake.upsert import versions as versions_module
 from airflow_lake.lake.upsert.physical import delta_rows, physical_spec, value_columns
@@ -48,15 +50,21 @@ class Upserted:
 
 def versioned_upsert(table: LakeTable, df: DataFrame, *, version: Any = None, version_column: str | None = None,
                      replace_version: bool = False, request_id: str | None = None,
-                     shuffle: bool = True) -> Upserted:
+                     shuffle: bool = True, base: TableState | None = None,
+                     table_reads: Iterable[TableRead] = ()) -> Upserted:
     """Upsert `df` into the primary-key table with `version` (one for every row) or the versions in
     `version_column` (default: the table's `version_column`). See the module docstring.
+
+    `base` / `table_reads`: when `df` reads this table (an upsert from a query over it), the state it read
+    and its scans there (`sources.load`): an upsert or compaction since then that they could have seen is a
+    conflict (see `lake.write.write`). Which versions are already applied is decided at the base too.
 
     `shuffle=False` writes each input task's rows as one file per bucket it holds, without an Exchange (more,
     smaller files; measured no faster on 2 cores: docs/benchmarks.md section 7)."""
     from pyspark.sql import Observation
 
-    spec = table.spec
+    base = table.state() if base is None else base
+    spec = stored_spec(base.spec)
     if not spec.primary_key:
         raise LakeSpecError("table", f"{table.url!r} has no primary key.", "Upsert into a table created with "
                             "`primary_key` and `bucket` on it; append to this one with `write`.")
@@ -74,7 +82,8 @@ def versioned_upsert(table: LakeTable, df: DataFrame, *, version: Any = None, ve
             raise LakeSpecError("version", "the upsert has no version.", "Give `version` (e.g. a batch number or "
                                 "'{{ ds_nodash }}'), or `version_column` naming a column of the source.")
     present, conformed, version_expr = _conform(df, spec, column, fixed)
-    txn = table.begin(UPSERT_ACTION, OPERATION, request_id=request_id,
+    own_reads = tuple(table_reads)
+    txn = table.begin(UPSERT_ACTION, OPERATION, request_id=request_id, base=base,
                       metadata={"columns": present})
     try:
         observation = Observation(f"upsert_{txn.instant}")
@@ -94,16 +103,18 @@ def versioned_upsert(table: LakeTable, df: DataFrame, *, version: Any = None, ve
         if fixed is not None and not versions:
             versions = [fixed]
         fingerprint = versions_module.fingerprint(facts)
-        removed, prior = _resolve_clash(table, versions, present, fingerprint, replace_version)
+        removed, prior = _resolve_clash(table, txn.base, versions, present, fingerprint=fingerprint,
+                                        replace=replace_version)
         if prior is not None:
-            txn.abort()
+            txn.abort(reason=f"a duplicate of instant {prior.instant} (log entry {prior.seq}: the same version(s) "
+                             f"{versions} with the same data); nothing to write")
             log.info("upsert of version(s) %s is the same as instant %s: nothing written", versions,
                      prior.instant)
             return Upserted(prior, True)
-        metrics.update({"rows": int(facts["rows"]), "versions": len(versions),
+        metrics.update({"rows": int(facts["rows"]), "versions": versions, "version_count": len(versions),
                         "min_version": min(versions, default=None), "max_version": max(versions, default=None),
                         "replaced_files": len(removed)})
-        entry = txn.commit(added=files, removed=removed, metrics=metrics, versions=versions,
+        entry = txn.commit(added=files, removed=removed, metrics=metrics, versions=versions, table_reads=own_reads,
                            metadata={"versions": versions, "fingerprint": fingerprint, "columns": present})
         return Upserted(entry, False)
     except BaseException:
@@ -150,10 +161,12 @@ def _conform(df: DataFrame, spec: TableSpec, version_column: str | None, fixed: 
     return present, conformed, F.lit(fixed).cast("bigint") if fixed is not None else F.col(VERSION_ALIAS)
 
 
-def _resolve_clash(table: LakeTable, versions: list[int], present: list[str], fingerprint: str, replace: bool
-                   ) -> tuple[list[str], LogEntry | None]:
-    """(files to remove, an identical earlier upsert) for an upsert of `versions` (see `versions.py`)."""
-    live = versions_module.applied(table, versions)
+def _resolve_clash(table: LakeTable, base: TableState, versions: list[int], present: list[str], *,
+                   fingerprint: str, replace: bool) -> tuple[list[str], LogEntry | None]:
+    """(files to remove, an identical earlier upsert) for an upsert of `versions` (see `versions.py`), as of
+    the transaction's `base`: an upsert of one of them committed after it is a conflict at commit, and the
+    retry then sees it."""
+    live = versions_module.applied(table, versions, base)
     clashing = {live[v].entry.seq: live[v] for v in versions if v in live}
     if not clashing:
         return [], None
@@ -166,7 +179,7 @@ def _resolve_clash(table: LakeTable, versions: list[int], present: list[str], fi
         raise LakeSpecError("version", f"version {min(v for v in versions if v in live)} was already upserted by "
                             f"instant {first.entry.instant} with other data; nothing was committed.",
                             "Use a new version, or pass replace_version=True to replace that upsert.")
-    state = table.state()
+    state = base
     removed: list[str] = []
     for prior in priors:
         outside = sorted(set(prior.versions) - set(versions))
@@ -188,5 +201,5 @@ def result_metrics(upserted: Upserted) -> dict[str, Any]:
     entry = upserted.entry
     meta: Mapping[str, Any] = entry.metadata
     return {**entry.metrics, "instant": entry.instant, "seq": entry.seq, "action": entry.action,
-            "request_id": entry.request_id, "versions": list(meta.get("versions") or ()),
+            "request_id": entry.request_id, "versions": [int(v) for v in meta.get("versions") or ()],
             "already_committed": upserted.already_committed}

@@ -15,6 +15,7 @@ Two upserts of one version racing each other: the second to commit sees the firs
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column
 
     from airflow_lake.lake.log import LogEntry
+    from airflow_lake.lake.snapshot import TableState
     from airflow_lake.lake.table import LakeTable
 
 MIN_VERSION, MAX_VERSION = -(1 << 63), (1 << 63) - 1
@@ -38,8 +40,12 @@ def parse_version(value: Any, field: str = "version") -> int:
         raise LakeSpecError(field, f"{value!r} is not a version.", "Give a whole number (a batch number, yyyymmdd).")
     if isinstance(value, str):
         text = value.strip()
-        if not text or not text.lstrip("-").isdigit():
+        # ASCII digits only: str.isdigit() also takes "²" and "--5" would pass a strip of every "-"
+        if not re.fullmatch(r"-?[0-9]+", text):
             raise LakeSpecError(field, f"{value!r} is not a whole number.", "Give e.g. 7 or '20240301'.")
+        if len(text) > 40:  # int() of thousands of digits fails outright; no 64-bit number is this long
+            raise LakeSpecError(field, f"a number of {len(text)} digits is not a 64-bit whole number.",
+                                "Give e.g. 7 or '20240301'.")
         value = int(text)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
@@ -58,15 +64,16 @@ class Applied:
     fingerprint: str
 
 
-def applied(table: LakeTable, versions: Iterable[int]) -> dict[int, Applied]:
+def applied(table: LakeTable, versions: Iterable[int], state: TableState | None = None) -> dict[int, Applied]:
     """Of `versions`, those a live upsert applied -> that upsert (a later replacing upsert wins).
 
     Reads only those upserts' log entries, found through the state's version index (checkpointed), so an
     upsert costs the same on a table with 10 or 10,000 entries; the whole log only if the index is unknown."""
     wanted = set(versions)
-    index = table.state().versions
+    state = table.state() if state is None else state
+    index = state.versions
     if index is None:
-        entries: Iterable[LogEntry] = table.commit_log.entries(-1, table.commit_log.head())
+        entries: Iterable[LogEntry] = table.commit_log.entries(-1, state.seq)
     else:
         entries = (table.commit_log.read(seq) for seq in sorted({index[v] for v in wanted if v in index}))
     out: dict[int, Applied] = {}

@@ -218,3 +218,81 @@ def test_a_query_over_the_bucketed_partitions_of_a_table_bucketed_from_a_partiti
     with pytest.raises(LakeSpecError, match="unknown key"):
         run(spark, "write", {"table": out.url, "source": {"query": query, "tables": {
             "t": {"path": table.url, "filter": []}}}})
+
+
+# -- selections that match no partition: no spec change that the files contradict -------------------
+def test_a_reversed_range_is_refused_naming_both_bounds_and_commits_nothing(spark: Any, tmp_path: Path) -> None:
+    table = plain_table(spark, tmp_path / "t")
+    seq, files = table.snapshot().seq, parquet_files_on_disk(table.url)
+    with pytest.raises(LakeSpecError) as err:
+        run(spark, "bucket_rewrite", {"table": table.url, "partitions": {"from": {"dt": "d3"}, "to": {"dt": "d1"}},
+                                      "bucket": {"columns": ["k"], "count": 8}})
+    message = str(err.value)
+    assert err.value.field == "partitions" and "reversed" in message
+    assert "{'dt': 'd3'}" in message and "{'dt': 'd1'}" in message and "Fix: Swap them" in message
+    assert table.snapshot().seq == seq and table.spec.bucket is None  # the spec did not change
+    assert parquet_files_on_disk(table.url) == files and table.timeline()[-1].state == "completed"
+
+
+def test_a_range_is_ordered_by_typed_values(spark: Any, tmp_path: Path) -> None:
+    table = LakeTable.create(str(tmp_path / "t"), {"schema": "k BIGINT, v BIGINT, p INT", "partition_by": ["p"]})
+    table.write(spark.createDataFrame([(k, k, p) for p in (9, 10) for k in range(20)], "k BIGINT, v BIGINT, p INT"))
+    with pytest.raises(LakeSpecError, match="reversed"):  # 10 > 9, although '10' < '9' as text
+        bucket_rewrite(table, spark, partitions={"from": {"p": 10}, "to": {"p": 9}},
+                       bucket={"columns": ["k"], "count": 4})
+    entry = bucket_rewrite(table, spark, partitions={"from": {"p": 9}, "to": {"p": 10}},
+                           bucket={"columns": ["k"], "count": 4})
+    assert entry is not None and entry.metrics["partitions_rewritten"] == 2 and entry.metrics["rows_added"] == 40
+
+
+@pytest.mark.parametrize(("bucket", "partitions", "found"), [
+    (None, {"from": {"dt": "d5"}, "to": {"dt": "d9"}}, "dt=d1 is plain"),  # a range past the data
+    (None, {"to": {"dt": "d0"}}, "dt=d1 is plain"),  # a range before the data
+    ({"columns": ["k"], "count": 4}, {"from": {"dt": "d9"}}, "dt=d1 is in 4 buckets"),  # a new count past the data
+    ({"columns": ["k"], "count": 4}, {"from": {"dt": "d5"}, "to": {"dt": "d9"}}, "dt=d1 is in 4 buckets"),
+], ids=["plain-range-past", "plain-range-before", "bucketed-from-past", "bucketed-range-past"])
+def test_a_selection_of_no_partition_commits_no_spec_the_files_contradict(
+        spark: Any, tmp_path: Path, bucket: dict[str, Any] | None, partitions: Any, found: str) -> None:
+    table = make(tmp_path / "t", bucket=bucket)
+    table.write(rows_df(spark, 40, days=DAYS))
+    spec, seq, files = table.spec, table.snapshot().seq, parquet_files_on_disk(table.url)
+    with pytest.raises(LakeSpecError) as err:
+        run(spark, "bucket_rewrite", {"table": table.url, "partitions": partitions,
+                                      "bucket": {"columns": ["k"], "count": 8, "sort_columns": ["v"]}})
+    message = str(err.value)
+    assert err.value.field == "partitions" and "matches no partition" in message and found in message
+    assert "Fix: Choose the partitions to rewrite" in message
+    assert table.spec == spec and table.snapshot().seq == seq and parquet_files_on_disk(table.url) == files
+    table.write(rows_df(spark, 5, days=("d1",), offset=3))  # later writes keep the partition's layout
+    assert {f.bucketing for f in table.snapshot().files if f.partition["dt"] == "d1"} == \
+        ({None} if bucket is None else {"murmur3:4:k"})
+
+
+def test_bucketing_from_a_partition_that_has_no_data_yet(spark: Any, tmp_path: Path) -> None:
+    table = plain_table(spark, tmp_path / "t")
+    expected = all_rows(spark, table)
+    files = {f.path for f in table.snapshot().files}
+    out = run(spark, "bucket_rewrite", {"table": table.url, "partitions": {"from": {"dt": "d4"}},
+                                        "bucket": {"columns": ["k"], "count": 8}})
+    assert out["nothing_to_do"] is False and out["spec_changed"] is True and out["action"] == "replace"
+    assert (out["partitions_rewritten"], out["files_added"], out["files_removed"]) == (0, 0, 0)
+    spec = table.spec
+    assert spec.bucket is not None and dict(spec.bucket.from_partition or {}) == {"dt": "d4"}
+    assert {f.path for f in table.snapshot().files} == files and all_rows(spark, table) == expected
+    table.write(rows_df(spark, 30, days=("d3", "d4", "d5"), offset=5))
+    per = files_per_partition(table)
+    assert set(per["d3"]) == {None} and per["d4"] == per["d5"] == list(range(8))  # buckets from d4 on
+    file_rows_in_their_bucket(spark, table)
+    assert len(all_rows(spark, table)) == len(expected) + 90
+    # the same again: the spec is unchanged and nothing is chosen, so nothing is committed
+    again = run(spark, "bucket_rewrite", {"table": table.url, "partitions": {"from": {"dt": "d9"}}})
+    assert again["nothing_to_do"] is True and "seq" not in again
+
+
+def test_an_empty_table_takes_a_bucket_spec_from_any_selection(spark: Any, tmp_path: Path) -> None:
+    table = make(tmp_path / "t")
+    entry = bucket_rewrite(table, spark, partitions={"from": {"dt": "d1"}, "to": {"dt": "d2"}},
+                           bucket={"columns": ["k"], "count": 8})  # no file: nothing can contradict it
+    assert entry is not None and entry.metrics["spec_changed"] is True and table.spec.bucket is not None
+    table.write(rows_df(spark, 20, days=("d1",)))
+    assert files_per_partition(table)["d1"] == list(range(8))

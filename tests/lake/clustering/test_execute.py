@@ -314,3 +314,90 @@ def test_reads_filtered_on_the_clustered_columns_skip_files_and_say_so(spark: An
     expected = sum(1 for r in all_rows(spark, table.url) if r["dt"] == "d1" and r["x"] < 100)
     assert out["rows_added"] == expected > 0
     assert out["source_scans"] == {"t": {"files_read": 1, "files_skipped": scan.files_skipped}}
+
+
+# -- retries of which="all", plans that cannot be run (issue 20) ------------------------------------------
+def test_a_retry_of_which_all_after_a_partial_run_runs_the_plans_left(spark: Any, table: LakeTable,
+                                                                      monkeypatch: Any) -> None:
+    first = schedule(table.url, partitions=[{"dt": "d1"}])["plan_id"]
+    second = schedule(table.url, min_commits=0, partitions=[{"dt": "d2"}])["plan_id"]
+    before = all_rows(spark, table.url)
+    original = faults.reach
+    commits: list[str] = []
+
+    def worker_lost_at_the_second_commit(point: str) -> None:
+        if point == "before_commit":
+            commits.append(point)
+            if len(commits) == 2:
+                raise RuntimeError("executor lost")
+        original(point)
+
+    spec = {"table": table.url, "which": "all", "request_id": "dag/cluster/run1/-1"}
+    with monkeypatch.context() as patch:
+        patch.setattr(faults, "reach", worker_lost_at_the_second_commit)
+        with pytest.raises(RuntimeError, match="executor lost"):
+            run(spark, "execute_clustering", spec)
+    assert table.is_finished(first) and [p.id for p in pending_plans(table)] == [second]
+
+    retry = run(spark, "execute_clustering", spec)  # Airflow's retry of the task
+    assert retry["plans_executed"] == 2 and retry["plans_already_committed"] == 1
+    assert [(p["plan_id"], p["already_committed"]) for p in retry["plans"]] == [(first, True), (second, False)]
+    assert pending_plans(table) == [] and all_rows(spark, table.url) == before
+    assert len(table.snapshot().files) == 2
+    again = run(spark, "execute_clustering", spec)  # and once more: nothing left, nothing written
+    assert [(p["plan_id"], p["already_committed"]) for p in again["plans"]] == [(first, True), (second, True)]
+    assert table.commit_log.head() == retry["plans"][1]["seq"]
+
+
+def edit_plan(table: LakeTable, plan_id: str, change: Any) -> None:
+    """Change a stored plan as a person editing `_lake/pending/<id>.requested.json` would."""
+    rel = instants.requested_file(plan_id)
+    raw = table.storage.read_json(rel)
+    change(raw["metadata"]["plan"])
+    table.storage.write_json(rel, raw)
+
+
+DAMAGES = {
+    "negative output_files": (lambda p: p["groups"][0].update(output_files=-3), "groups[0].output_files is -3"),
+    "more files than rows": (lambda p: p["groups"][0].update(output_files=5449), "more files than the group has"),
+    "unknown sort column": (lambda p: p["layout"].update(sort_columns=["nope"]), "'nope' is not a column"),
+    "a file listed twice": (lambda p: p["groups"][0]["files"].append(p["groups"][0]["files"][0]), "a second time"),
+    "unknown layout": (lambda p: p["layout"].update(layout="SPIRAL"), "layout.layout is 'SPIRAL'"),
+    "no groups": (lambda p: p.pop("groups"), "groups is None"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_a_plan_that_cannot_be_run_fails_clearly_commits_nothing_and_blocks_no_other_plan(
+        spark: Any, table_path: str, damage: str) -> None:
+    from airflow_lake.cli import main
+    from airflow_lake.lake.errors import LakeSpecError
+    from tests.lake.lake_core_helpers import append, make_table
+
+    table = make_table(table_path)
+    for _ in range(4):
+        append(table, "a", rows=40)
+    plan_id = schedule(table_path, min_commits=4)["plan_id"]
+    change, problem = DAMAGES[damage]
+    edit_plan(table, plan_id, change)
+    head = table.commit_log.head()
+    for spec in ({"plan_id": plan_id}, {}, {"which": "all"}):
+        with pytest.raises(LakeSpecError) as err:
+            run(spark, "execute_clustering", {"table": table_path, **spec})
+        assert err.value.field == ("plan_id" if "plan_id" in spec else "which") and problem in str(err.value)
+        assert f"airflow-lake rollback {table.url} {plan_id}" in str(err.value)  # a command that exists
+    assert table.commit_log.head() == head and [p.id for p in pending_plans(table)] == [plan_id]
+    assert pending_plans(table)[0].problem is not None
+
+    assert main(["rollback", table.url, plan_id]) == 0  # the command the message names
+    assert plan_id in table.state().rolled_back and pending_plans(table) == []
+
+
+def test_which_oldest_skips_a_damaged_plan_and_runs_the_next(spark: Any, table: LakeTable, caplog: Any) -> None:
+    damaged = schedule(table.url, partitions=[{"dt": "d1"}])["plan_id"]
+    good = schedule(table.url, min_commits=0, partitions=[{"dt": "d2"}])["plan_id"]
+    edit_plan(table, damaged, DAMAGES["a file listed twice"][0])
+    out = run(spark, "execute_clustering", {"table": table.url})
+    assert out["plan_id"] == good and out["files_before"] == 4
+    assert f"skipping clustering plan {damaged}" in caplog.text and "airflow-lake rollback" in caplog.text
+    assert [p.id for p in pending_plans(table)] == [damaged]

@@ -16,14 +16,40 @@ from airflow_lake.lake.spec import TableSpec
 
 def test_cuts_fall_on_the_roundest_value_near_each_quantile() -> None:
     rng = np.random.default_rng(1)
-    sample = rng.integers(0, 1 << 20, 200_000).astype(np.uint64)  # uniform keys of a 2 x 10 bit curve
-    cuts = keys.cut_points(sample, np.ones(len(sample)), 64)
-    assert cuts.tolist() == [i << 14 for i in range(1, 64)]  # the borders of 64 equal cells, exactly
-    skewed = np.concatenate([np.full(9000, 5, dtype=np.uint64), np.arange(1000, dtype=np.uint64) + 100])
-    cuts = keys.cut_points(skewed, np.ones(len(skewed)), 4)
-    assert cuts.tolist() == sorted(set(cuts.tolist())) and 1 <= len(cuts) <= 3  # no empty stretch between
-    heavy = keys.cut_points(np.array([1, 2, 3, 4], dtype=np.uint64), np.array([1.0, 1.0, 1.0, 97.0]), 2)
-    assert heavy.tolist() == [4]  # the weights count, not the number of candidates
+    sample = rng.integers(0, 1 << 20, 200_000)  # uniform keys of a 2 x 10 bit curve
+    cuts = keys.cut_points([sample], [20], np.ones(len(sample)), 64)
+    assert cuts.ravel().tolist() == [i << 14 for i in range(1, 64)]  # the borders of 64 equal cells, exactly
+    skewed = np.concatenate([np.full(9000, 5), np.arange(1000) + 100])
+    cuts = keys.cut_points([skewed], [20], np.ones(len(skewed)), 4).ravel()
+    assert cuts.tolist() == sorted(set(cuts.tolist())) and len(cuts) == 3  # 4 files: 9000 rows, then ~333 each
+    slots = np.bincount(keys.cuts_at_or_below(cuts[:, None], [skewed]))
+    assert slots[0] == 9000 and all(250 <= n <= 420 for n in slots[1:]), slots
+    heavy = keys.cut_points([np.array([1, 2, 3, 4])], [20], np.array([1.0, 1.0, 1.0, 97.0]), 2)
+    assert heavy.tolist() == [[4]]  # the weights count, not the number of candidates
+    assert keys.cut_points([np.array([7, 7, 7])], [20], np.ones(3), 4).shape == (0, 1)  # one key: one file
+    assert keys.cut_points([np.array([7, 9, 7])], [20], np.ones(3), 4).tolist() == [[8]]  # two keys: two files
+
+
+def test_cuts_are_taken_on_the_whole_multi_word_key() -> None:
+    # every key has the same first word: a cut on it alone puts all rows in one file
+    rng = np.random.default_rng(4)
+    first, second = np.full(5000, 3, dtype=np.int64), rng.integers(0, 1 << 62, 5000)
+    cuts = keys.cut_points([first, second], [2, 63], np.ones(5000), 8)
+    assert cuts.shape == (7, 2) and (cuts[:, 0] == 3).all()
+    slots = np.bincount(keys.cuts_at_or_below(cuts, [first, second]), minlength=8)
+    assert len(slots) == 8 and all(5000 / 8 * 0.75 <= n <= 5000 / 8 * 1.25 for n in slots), slots
+    order = np.lexsort([second, first])  # in key order, the slots never go down: one stretch per file
+    assert (np.diff(keys.cuts_at_or_below(cuts, [first[order], second[order]])) >= 0).all()
+
+
+def test_the_slot_search_counts_the_cuts_at_or_below_each_key() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        width = int(rng.integers(1, 4))
+        cuts = np.unique(rng.integers(0, 4, (int(rng.integers(1, 40)), width)), axis=0)  # sorted rows
+        rows = [rng.integers(0, 4, 200) for _ in range(width)]
+        expected = [sum(tuple(c) <= tuple(int(w[i]) for w in rows) for c in cuts.tolist()) for i in range(200)]
+        assert keys.cuts_at_or_below(cuts, rows).tolist() == expected
 
 
 def test_slots_sit_above_the_curve_bits_of_the_first_word() -> None:
@@ -33,7 +59,7 @@ def test_slots_sit_above_the_curve_bits_of_the_first_word() -> None:
     y = pa.array(np.tile(np.arange(16, dtype=np.int64), 16))
     cut = model.with_cuts([x, y], np.ones(256), 4)
     assert (cut.files, cut.slot_bits, cut.widths) == (4, 2, [8])
-    assert cut.cuts is not None and cut.cuts.tolist() == [64, 128, 192]  # quarter cells of the 16 x 16 grid
+    assert cut.cuts is not None and cut.cuts.tolist() == [[64], [128], [192]]  # quarter cells of the 16 x 16 grid
     plain = model.curve_words([x, y])[0]
     slotted = cut.words([x, y])[0]
     assert (slotted & 0xFF).tolist() == plain.tolist()  # the curve bits are unchanged

@@ -184,3 +184,11 @@ def test_partitions_before_from_partition_are_grouped_as_plain_files() -> None:
     assert spec.bucket_count_for({"dt": "2024-01-02"}) == 4
     groups = planner.build_groups(spec, [f("a", 1), f("b", 1)], parts(["2024-01-01"]), strategy())
     assert names(groups) == [["a", "b"]] and groups[0].buckets == ()
+
+
+def test_a_group_never_becomes_more_files_than_it_has_rows() -> None:
+    assert planner.output_files(10 * MB, 1024, rows=40) == 40
+    assert planner.output_files(10 * MB, 1024, rows=0) == 1
+    files = [f("a", 1), f("b", 1)]  # 10 rows each
+    groups = planner.build_groups(SPEC, files, parts(["2024-01-01"]), strategy(target_file_max_bytes=1024))
+    assert [g.output_files for g in groups] == [20]

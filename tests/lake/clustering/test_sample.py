@@ -66,7 +66,7 @@ def test_skewed_partitions_are_sampled_with_the_seeds_weights(spark: Any) -> Non
 def test_ranks_count_the_bounds_below_and_spread_over_the_same_bits() -> None:
     values = pa.array([5, 10, 11, 30, 31, None, 20], type=pa.int64())
     strings = pa.array(["a", "b", "c", "d", "e", None, "b"])
-    bounds = [[10, 20, 30], ["b"]]
+    bounds: list[list[Any]] = [[10, 20, 30], ["b"]]
     bits, ranges = sample.expand(bounds)
     assert (bits, ranges) == (2, [4, 2])
     rv = keys.Coordinate(sample.bound_array(bounds[0]), ranges[0]).of(values, bits)
@@ -81,13 +81,25 @@ def test_string_ranks_compare_utf8_bytes_as_spark_does(spark: Any) -> None:
     words = ["", "a", "ab", "abc", "b", "é", "z", "zz", "\u00ff", "\U0001f600", "a\u00e9", "A"]
     bounds = sorted(words)
     array = sample.bound_array(bounds)
-    assert array.dtype.itemsize == max(len(w.encode()) for w in words) + 1
     ranks = sample.rank(pa.array(words), array).tolist()
     ordered = [r["w"] for r in spark.createDataFrame([(w,) for w in words], "w STRING").orderBy("w").collect()]
     assert bounds == ordered  # Python's order of str is Spark's order of UTF-8 bytes
     assert ranks == [bounds.index(w) for w in words]  # each value's own bound is not below it
     sliced = pa.array(["zz", "abc", None, "b"]).slice(1, 3)  # an offset into the buffers
     assert sample.rank(sliced, array).tolist()[0::2] == [bounds.index("abc"), bounds.index("b")]
+
+
+def test_string_ranks_follow_sparks_order_with_nul_bytes_and_prefixes(spark: Any) -> None:
+    words = ["", "\x00", "\x00\x00", "\x01", "a", "a\x00", "a\x00\x00", "a\x00b", "a\x01", "ab", "b", "b\x00",
+             "a\x00" * 40, "a\x00" * 40 + "\x00", "\U0001f600\x00", "\U0001f600", "é\x00", "é"]
+    df = spark.createDataFrame([(w,) for w in words], "w STRING")
+    ordered = [r["w"] for r in df.orderBy("w").collect()]  # Spark's binary UTF-8 order
+    assert ordered.index("a") < ordered.index("a\x00") < ordered.index("a\x01") < ordered.index("b")
+    for bounds in (ordered, ordered[::2], ordered[1::3], ["a\x00"]):  # every value's rank: bounds below it
+        ranks = sample.rank(pa.array(words), sample.bound_array(bounds)).tolist()
+        assert ranks == [sum(1 for b in bounds if ordered.index(b) < ordered.index(w)) for w in words], bounds
+    rank_of = dict(zip(words, sample.rank(pa.array(words), sample.bound_array(ordered)).tolist(), strict=True))
+    assert [rank_of[w] for w in ordered] == list(range(len(ordered)))  # distinct ranks, in Spark's order
 
 
 def test_sample_ranks_tell_strings_with_a_shared_prefix_apart(spark: Any) -> None:

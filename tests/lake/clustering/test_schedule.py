@@ -161,3 +161,40 @@ def test_a_held_schedule_lock_makes_a_second_scheduler_wait_then_give_up(table_p
     monkeypatch.setattr(schedule_module, "LOCK_STALE_SECONDS", 0.0)  # the holder died long ago
     assert schedule(table_path)["scheduled"]
     assert not table.storage.exists(schedule_module.LOCK)
+
+
+def test_a_tiny_target_file_size_is_refused_and_no_group_plans_more_files_than_rows(table_path: str) -> None:
+    table = make_table(table_path)
+    for _ in range(4):
+        append(table, "a", rows=10, size=MB)  # 40 rows in 4 MiB
+    with pytest.raises(LakeSpecError) as err:
+        schedule(table_path, target_file_max_bytes=1)  # planned 5,449 files for 40 rows
+    assert err.value.field == "target_file_max_bytes" and "at least 1024" in str(err.value)
+    assert instants.pending(table.storage) == []
+    out = schedule(table_path, target_file_max_bytes=1024)  # 4 MiB / 1 KiB = 4,096 files, but 40 rows
+    assert out["output_files"] == 40
+
+
+def test_a_backtracking_partition_regex_is_matched_in_bounded_time(table_path: str) -> None:
+    import time
+
+    table = make_table(table_path)
+    append(table, "a" * 30)  # Python's re needs ~2^30 steps to reject "dt=aaa...a" for "dt=(a|a)*c"
+    for _ in range(3):
+        append(table, "aaac")
+    started = time.monotonic()
+    out = schedule(table_path, partition_regex="dt=(a|a)*c")
+    assert time.monotonic() - started < 5  # was over a minute, in the Airflow process
+    assert out["partitions_chosen"] == 1 and out["input_files"] == 3
+
+
+@pytest.mark.parametrize("pattern", [r"dt=(a)\1", "dt=(?=a).*", "dt=(?!b).*", "(?<=x)dt=a", "dt=(?>a*)",
+                                     "dt=a*+", "(?:a{100}){1000}"])
+def test_a_partition_regex_that_needs_backtracking_is_refused(table_path: str, pattern: str) -> None:
+    table = make_table(table_path)
+    for _ in range(4):
+        append(table, "a")
+    with pytest.raises(LakeSpecError) as err:
+        schedule(table_path, partition_regex=pattern)
+    assert err.value.field == "partition_regex" and "Fix:" in str(err.value)
+    assert instants.pending(table.storage) == []
