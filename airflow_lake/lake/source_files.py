@@ -50,7 +50,12 @@ def refuse_listed_lake_files(spark: SparkSession, path: str, options: Mapping[st
                              field: str = "source.path") -> None:
     """Refuse a local path source any of whose files, as Spark lists them (its globs, `recursiveFileLookup`,
     `pathGlobFilter`), lies in a lake table. Lists the files only: nothing is read."""
-    if local_path(path) is None:
+    local = local_path(path)
+    if local is None:
+        return
+    if not _GLOB.search(local) and not _links_into_a_table(local):
+        # No glob: `refuse_lake_table_path` has checked the path and every directory below it (symlinks
+        # followed); with no symlinked file either, Spark's listing would find nothing more (and costs a job)
         return
     # Spark lists every file below a directory either way; recursiveFileLookup only skips the partition
     # inference, which fails on a glob that matches several tables
@@ -71,6 +76,31 @@ def refuse_listed_lake_files(spark: SparkSession, path: str, options: Mapping[st
         if root is not None:
             raise _lake_table_error(path, f"reads files of the lake table {str(root)!r} (such as {file!r})", root,
                                     field)
+
+
+def _links_into_a_table(local: str) -> bool:
+    """True unless no symlinked file below the local path `local` (both readings of `..`, symlinked directories
+    followed, as Spark lists) may lead into a lake table: then only Spark's own listing can tell."""
+    for start in {os.path.realpath(os.path.abspath(local)), os.path.realpath(local)}:
+        if not os.path.isdir(start):
+            continue  # a file: its real path was checked by `refuse_lake_table_path`
+        seen: set[str] = set()
+        stack = [start]
+        while stack:
+            current = os.path.realpath(stack.pop())
+            if current in seen:
+                continue
+            seen.add(current)
+            try:
+                with os.scandir(current) as entries:
+                    for entry in entries:
+                        if entry.is_symlink() and not entry.is_dir(follow_symlinks=True):
+                            return True
+                        if entry.is_dir(follow_symlinks=True):
+                            stack.append(entry.path)
+            except OSError:
+                return True  # unreadable here: let Spark's listing decide
+    return False
 
 
 def local_path(path: str) -> str | None:

@@ -82,6 +82,8 @@ def lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Lake:
     (base / "link_to_root").symlink_to(root)
     old_file = next(iter(parquet_files_on_disk(st) - live))
     (base / "old.parquet").symlink_to(Path(st) / old_file)
+    (base / "innocent").mkdir()
+    (base / "innocent" / "x.parquet").symlink_to(Path(st) / old_file)
     return Lake(root, st, dim, target, view, f"spark_catalog.default.{created.pop()}", landing, pk)
 
 
@@ -244,6 +246,7 @@ PATH_SPELLINGS = {
     "symlink to the table": ("{base}/link_to_st", {}),
     "symlink above the table": ("{base}/link_to_root/st/dt=d1", {}),
     "symlink to a replaced file": ("{base}/old.parquet", {}),
+    "directory holding a symlinked replaced file": ("{base}/innocent", {}),
     "directory above the table": ("{root}", {}),
     "above, recursive lookup": ("{base}", {"recursiveFileLookup": "true"}),
     "above, glob filter": ("{root}", {"pathGlobFilter": "*.parquet", "recursiveFileLookup": "true"}),
