@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow.sdk import Asset
 
-from airflow_lake.lake.storage import is_local, normalize_url
+from airflow_lake.lake.format.storage import is_local, normalize_url
 
 GROUP = "lake"
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from airflow_lake import cli_format as fmt
 from airflow_lake import connect_server
 from airflow_lake.lake.errors import LakeError, LakeSpecError
-from airflow_lake.lake.instants import is_instant_id
+from airflow_lake.lake.format.instants import is_instant_id
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.reports import Data, files_data, plans_data, show_data, timeline_data, vacuum_data
 

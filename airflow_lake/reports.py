@@ -7,13 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_lake import cli_format as fmt
-from airflow_lake.lake import instants
-from airflow_lake.lake.buckets.bucketing import file_bucketing
 from airflow_lake.lake.clustering.timeline import commits_since, pending_plans
-from airflow_lake.lake.files import DataFile
-from airflow_lake.lake.spec import DEFAULT_PROPERTIES
+from airflow_lake.lake.format import instants
+from airflow_lake.lake.format.data_files import DataFile, file_bucketing
+from airflow_lake.lake.maintenance.orphans import vacuum
+from airflow_lake.lake.spec.table_spec import DEFAULT_PROPERTIES
 from airflow_lake.lake.table import LakeTable
-from airflow_lake.lake.vacuum import vacuum
 
 Data = dict[str, Any]
 

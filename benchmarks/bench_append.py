@@ -32,8 +32,8 @@ from common import dir_bytes, local_spark, machine_info, median, print_table, ra
 
 from airflow_lake.jobs import run
 from airflow_lake.jobs.session import DEFAULT_CONF
-from airflow_lake.lake import write as lake_write
 from airflow_lake.lake.table import LakeTable
+from airflow_lake.lake.write import append_overwrite as lake_write
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

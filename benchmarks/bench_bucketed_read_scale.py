@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any
 from common import local_spark, machine_info, median, print_table, ratio, scratch_dir, timed, write_result
 
 from airflow_lake.jobs.session import DEFAULT_CONF
-from airflow_lake.lake import globs
-from airflow_lake.lake.buckets import catalog
-from airflow_lake.lake.spark_schema import to_struct
+from airflow_lake.lake.spark import bucketed_read as catalog
+from airflow_lake.lake.spark import globs
+from airflow_lake.lake.spark.schema import to_struct
 from airflow_lake.lake.table import LakeTable
 
 if TYPE_CHECKING:

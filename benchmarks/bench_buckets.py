@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any
 from common import local_spark, machine_info, median, print_table, ratio, scratch_dir, timed, write_result
 
 from airflow_lake.jobs.session import DEFAULT_CONF
-from airflow_lake.lake.buckets.catalog import READ_CONF
-from airflow_lake.lake.plans import plan_text, shuffles
+from airflow_lake.lake.spark.bucketed_read import READ_CONF
+from airflow_lake.lake.spark.plan_text import plan_text, shuffles
 from airflow_lake.lake.table import LakeTable
 
 if TYPE_CHECKING:

@@ -24,12 +24,12 @@ from typing import Any
 
 from common import machine_info, median, print_table, ratio, scratch_dir, timed, write_result
 
-from airflow_lake.lake import checkpoints, instants
-from airflow_lake.lake.files import ColumnStats, DataFile
-from airflow_lake.lake.log import CommitLog, LogEntry
-from airflow_lake.lake.paths import CHECKPOINTS, LAST_CHECKPOINT, LOG, checkpoint_file
-from airflow_lake.lake.scan import Scan
-from airflow_lake.lake.snapshot import Snapshot, SnapshotResolver, TableState
+from airflow_lake.lake.format import checkpoints, instants
+from airflow_lake.lake.format.data_files import ColumnStats, DataFile
+from airflow_lake.lake.format.log import CommitLog, LogEntry
+from airflow_lake.lake.format.paths import CHECKPOINTS, LAST_CHECKPOINT, LOG, checkpoint_file
+from airflow_lake.lake.format.snapshots import Snapshot, SnapshotResolver, TableState
+from airflow_lake.lake.spark.scan import Scan
 from airflow_lake.lake.table import LakeTable
 
 GOAL_SECONDS = 1.0

@@ -40,12 +40,12 @@ from typing import Any
 
 from common import machine_info, median, print_table, ratio, scratch_dir, timed, write_result
 
-from airflow_lake.lake import checkpoints, instants, paths
-from airflow_lake.lake.files import ColumnStats, DataFile
-from airflow_lake.lake.log import CommitLog, LogEntry
-from airflow_lake.lake.scan import Scan
-from airflow_lake.lake.snapshot import Snapshot
-from airflow_lake.lake.state import TableState
+from airflow_lake.lake.format import checkpoints, instants, paths
+from airflow_lake.lake.format.data_files import ColumnStats, DataFile
+from airflow_lake.lake.format.log import CommitLog, LogEntry
+from airflow_lake.lake.format.snapshots import Snapshot
+from airflow_lake.lake.format.table_state import TableState
+from airflow_lake.lake.spark.scan import Scan
 from airflow_lake.lake.table import LakeTable
 
 GOAL_SECONDS = 1.0

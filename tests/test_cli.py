@@ -15,9 +15,10 @@ import pytest
 
 from airflow_lake.cli import main
 from airflow_lake.cli_format import fmt_bytes, render_table
-from airflow_lake.lake import DataFile, LakeTable, instants
-from airflow_lake.lake import clean as clean_module
-from airflow_lake.lake.log import LogEntry
+from airflow_lake.lake import DataFile, LakeTable
+from airflow_lake.lake.format import instants
+from airflow_lake.lake.format.log import LogEntry
+from airflow_lake.lake.maintenance import clean as clean_module
 
 BUCKETED = {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"], "bucket": {"columns": ["id"], "count": 4}}
 AIRFLOW_LAKE = Path(sys.executable).with_name("airflow-lake")

@@ -8,7 +8,8 @@ import pytest
 
 from airflow_lake.cli import main
 from airflow_lake.jobs import run
-from airflow_lake.lake import LakeTable, instants
+from airflow_lake.lake import LakeTable
+from airflow_lake.lake.format import instants
 from tests.lake.lake_core_helpers import append, backdate, make_table
 
 

@@ -32,7 +32,7 @@ from airflow_lake.jobs.outcome import NONCE_ENV, Failure, classify
 from airflow_lake.jobs.registry import get, validate
 from airflow_lake.jobs.runner import run
 from airflow_lake.lake.errors import LakeError, LakeTableNotFound
-from airflow_lake.lake.instants import pending
+from airflow_lake.lake.format.instants import pending
 from airflow_lake.lake.table import LakeTable
 
 CONNECT_CONN_TYPE = "spark_connect"

@@ -22,7 +22,7 @@ from airflow_lake.jobs import registry
 from airflow_lake.jobs.noop import NothingToDo
 from airflow_lake.jobs.outcome import classify, job_nonce, result_line, started_line
 from airflow_lake.lake.errors import LakeError, LakeSpecError
-from airflow_lake.lake.spec_reader import loads_spec
+from airflow_lake.lake.spec.strict import loads_spec
 
 
 def load_spec(text: str) -> Any:

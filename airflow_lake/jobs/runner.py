@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.jobs import registry
 from airflow_lake.jobs.noop import NothingToDo
-from airflow_lake.lake.buckets.catalog import drop_read_tables, read_tables_mark
+from airflow_lake.lake.spark.bucketed_read import drop_read_tables, read_tables_mark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -6,7 +6,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from airflow_lake.lake.buckets.catalog import READ_CONF
+from airflow_lake.lake.spark.bucketed_read import READ_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_lake.lake.clustering.timeline import commits_since
-from airflow_lake.lake.log import ACTIONS
+from airflow_lake.lake.format.log import ACTIONS
 from airflow_lake.lake.table import LakeTable
 
 # Polling a timeline faster than this only loads the store (poke_interval=0 read it thousands of times a second).

@@ -24,7 +24,7 @@ from airflow_lake.datagen import bdci
 from airflow_lake.exceptions import LakeJobError
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.lake import LakeSpecError, LakeTable
-from airflow_lake.lake.instants import ROLLED_BACK, pending
+from airflow_lake.lake.format.instants import ROLLED_BACK, pending
 from tests.lake.upsert.oracle import as_strings, bdci_expected
 from tests.support import FAST_HEARTBEAT, parquet_files_on_disk, write_source
 

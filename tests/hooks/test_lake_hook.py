@@ -12,7 +12,7 @@ import pytest
 from airflow_lake.exceptions import LakeJobError
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.lake import LakeSpecError, LakeTable
-from airflow_lake.lake.instants import ROLLED_BACK, pending
+from airflow_lake.lake.format.instants import ROLLED_BACK, pending
 from tests.support import FAST_HEARTBEAT, parquet_files_on_disk, table_ids, write_source
 
 pytestmark = pytest.mark.slow

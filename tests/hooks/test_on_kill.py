@@ -28,7 +28,7 @@ from airflow_lake.hooks.connect import OPEN_POINT
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.hooks.submit import LakeSubmitHook
 from airflow_lake.lake import LakeTable
-from airflow_lake.lake.instants import pending
+from airflow_lake.lake.format.instants import pending
 from tests.support import write_source
 
 pytestmark = pytest.mark.slow

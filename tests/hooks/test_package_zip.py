@@ -17,7 +17,7 @@ import pytest
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.hooks.package_zip import CACHE_ENV, PACKAGE_DIR, build_package_zip, not_private, package_zip
 from airflow_lake.lake import LakeTable
-from airflow_lake.lake.instants import pending
+from airflow_lake.lake.format.instants import pending
 from tests.support import write_source
 
 NOBODY = 65534

@@ -13,7 +13,7 @@ import pytest
 
 from airflow_lake.jobs import run
 from airflow_lake.lake import LakeError, LakeSchemaError, LakeSpecError, LakeTable, LakeTableExists, LakeTableNotFound
-from airflow_lake.lake.instants import pending
+from airflow_lake.lake.format.instants import pending
 from tests.support import parquet_files_on_disk, write_source
 
 SCHEMA = "id BIGINT NOT NULL, dt STRING, v DOUBLE"
@@ -353,7 +353,7 @@ def test_unclear_inputs_fail_naming_the_field_and_the_fix_with_exit_2(table: Lak
 
 
 def test_unclear_inputs_in_process_name_the_field(spark: Any, table: LakeTable, tmp_path: Path) -> None:
-    from airflow_lake.lake.spec_reader import loads_spec
+    from airflow_lake.lake.spec.strict import loads_spec
 
     for operation, spec, text, _ in unclear_cases(tmp_path, table):
         with pytest.raises(LakeSpecError) as info:

@@ -14,7 +14,7 @@ import pytest
 from airflow_lake.jobs import run
 from airflow_lake.lake import LakeTable
 from airflow_lake.lake.clustering.timeline import pending_plans
-from airflow_lake.lake.instants import COMPLETED, INFLIGHT, ROLLED_BACK, pending
+from airflow_lake.lake.format.instants import COMPLETED, INFLIGHT, ROLLED_BACK, pending
 from tests.support import (
     FAST_HEARTBEAT,
     parquet_files_on_disk,

@@ -11,7 +11,7 @@ import pytest
 from airflow_lake.datagen import bdci
 from airflow_lake.jobs import run
 from airflow_lake.lake import LakeTable
-from airflow_lake.lake.instants import COMPLETED, ROLLED_BACK, pending
+from airflow_lake.lake.format.instants import COMPLETED, ROLLED_BACK, pending
 from tests.lake.upsert.oracle import as_strings, bdci_expected
 from tests.support import start_submit, submit_and_kill
 

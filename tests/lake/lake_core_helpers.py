@@ -13,11 +13,12 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from airflow_lake.lake import ColumnStats, DataFile, LakeTable, paths
-from airflow_lake.lake.instants import heartbeat_file, inflight_file, markers_dir, requested_file
-from airflow_lake.lake.log import LogEntry
-from airflow_lake.lake.partitions import partition_dir
-from airflow_lake.lake.transaction import Transaction
+from airflow_lake.lake import ColumnStats, DataFile, LakeTable
+from airflow_lake.lake.commit.transaction import Transaction
+from airflow_lake.lake.format import paths
+from airflow_lake.lake.format.instants import heartbeat_file, inflight_file, markers_dir, requested_file
+from airflow_lake.lake.format.log import LogEntry
+from airflow_lake.lake.spec.partitions import partition_dir
 
 # Small heartbeat settings, so a dead writer is recognised within a second.
 FAST = {"heartbeat.interval.seconds": "0.2", "heartbeat.timeout.seconds": "1"}

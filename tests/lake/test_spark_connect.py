@@ -49,9 +49,9 @@ CLIENT = textwrap.dedent("""
     except LakeSchemaError as err:
         out["refused"] = str(err)
     # bucketed reads and a bucket rewrite, over Connect
-    from airflow_lake.lake.buckets.catalog import READ_CONF
+    from airflow_lake.lake.spark.bucketed_read import READ_CONF
     from airflow_lake.lake.buckets.rewrite import bucket_rewrite
-    from airflow_lake.lake.plans import plan_text, shuffles
+    from airflow_lake.lake.spark.plan_text import plan_text, shuffles
     for key, value in READ_CONF.items():
         spark.conf.set(key, value)
     point = table.read(spark).where("id = 5")

@@ -19,8 +19,8 @@ import pytest
 
 from airflow_lake.jobs import run
 from airflow_lake.lake import LakeTable
-from airflow_lake.lake.files import DataFile
-from airflow_lake.lake.log import CommitLog, LogEntry
+from airflow_lake.lake.format.data_files import DataFile
+from airflow_lake.lake.format.log import CommitLog, LogEntry
 from tests.airflow_stack import AirflowStack
 from tests.browser import ARTIFACTS, browser, login
 from tests.conftest import ROOT

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.jobs.fields import SpecReader
 from airflow_lake.jobs.noop import NothingToDo
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.log import LogEntry
-from airflow_lake.lake.storage import normalize_url
+from airflow_lake.lake.format.log import LogEntry
+from airflow_lake.lake.format.storage import normalize_url
+from airflow_lake.lake.spec.strict import SpecReader
 
 if TYPE_CHECKING:
     from airflow_lake.lake.table import LakeTable

@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.fields import SpecReader
 from airflow_lake.jobs.ops.common import NothingToDo, primary_key_table, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.spec.partitions import normalize_partitions
+from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.upsert.compact import OPERATION, compact, result_metrics
-from airflow_lake.lake.write import normalize_partitions
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.fields import SpecReader
 from airflow_lake.jobs.ops.common import table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.clustering.execute import ALL, DEFAULT_PARALLELISM, OLDEST, execute_clustering, result_metrics
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.instants import is_instant_id
+from airflow_lake.lake.format.instants import is_instant_id
+from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.table import LakeTable
 
 

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.fields import SpecReader
 from airflow_lake.jobs.ops.common import NothingToDo, plain_table, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.clustering.layout import Layout
@@ -18,6 +17,7 @@ from airflow_lake.lake.clustering.plan import SCHEDULE_OPERATION
 from airflow_lake.lake.clustering.schedule import schedule_clustering
 from airflow_lake.lake.clustering.strategy import PlanStrategy
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.table import LakeTable
 
 STRATEGY_FIELDS = ("min_commits", "partitions", "partition_regex", "filter_mode", "lookback_partitions",

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.fields import SpecReader
 from airflow_lake.jobs.ops.common import entry_metrics, table_path
 from airflow_lake.jobs.registry import Operation, register
+from airflow_lake.lake.maintenance.orphans import vacuum
+from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.table import LakeTable
-from airflow_lake.lake.vacuum import vacuum
 
 
 @dataclass(frozen=True)

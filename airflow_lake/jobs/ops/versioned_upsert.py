@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.fields import SpecReader
 from airflow_lake.jobs.ops.common import check_source_filters, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.source_files import source_error
-from airflow_lake.lake.sources import Source, load
-from airflow_lake.lake.spec import Column, TableSpec, stored_spec
+from airflow_lake.lake.sources.load import Source, load
+from airflow_lake.lake.sources.strict_files import source_error
+from airflow_lake.lake.spec.strict import SpecReader
+from airflow_lake.lake.spec.table_spec import Column, TableSpec, stored_spec
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.upsert.physical import value_columns
 from airflow_lake.lake.upsert.upsert import OPERATION, Upserted, result_metrics, versioned_upsert

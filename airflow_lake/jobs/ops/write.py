@@ -6,15 +6,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.fields import SpecReader
 from airflow_lake.jobs.ops.common import NothingToDo, check_source_filters, entry_metrics, plain_table, table_path
 from airflow_lake.jobs.registry import Operation, register
-from airflow_lake.lake import write as lake_write
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.source_files import source_error
-from airflow_lake.lake.sources import Source, load
-from airflow_lake.lake.spec import stored_spec
+from airflow_lake.lake.sources.load import Source, load
+from airflow_lake.lake.sources.strict_files import source_error
+from airflow_lake.lake.spec.partitions import DYNAMIC, normalize_partitions
+from airflow_lake.lake.spec.strict import SpecReader
+from airflow_lake.lake.spec.table_spec import stored_spec
 from airflow_lake.lake.table import LakeTable
+from airflow_lake.lake.write import append_overwrite as lake_write
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ def parse(raw: Mapping[str, Any]) -> WriteSpec | NothingToDo:
     partitions = reader.raw_value("partitions")
     if partitions is not None and mode != "overwrite":
         raise LakeSpecError("partitions", "partitions apply to overwrite only.", "Set mode to 'overwrite'.")
-    if isinstance(partitions, str) and partitions != lake_write.DYNAMIC:
+    if isinstance(partitions, str) and partitions != DYNAMIC:
         raise LakeSpecError("partitions", f"{partitions!r} is not allowed.",
                             "Give a list of partitions or 'dynamic'.")
     request_id = reader.string("request_id")
@@ -66,7 +67,7 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     table = LakeTable.open(spec.table)
     base = table.state()  # before anything is read: the spec, the partitions, a query over this table
     base_spec = stored_spec(base.spec)
-    lake_write.normalize_partitions(base_spec, spec.partitions)  # fail before reading the source
+    normalize_partitions(base_spec, spec.partitions)  # fail before reading the source
     prior = table.find_request(spec.request_id, "write") if spec.request_id else None
     if prior is not None:
         return entry_metrics(table.url, "write", prior, already_committed=True)

@@ -1,1 +1,2 @@
-"""Hive-style buckets read as buckets by Spark: layouts per partition, bucketed reads, bucket rewrites."""
+"""The bucket rewrite: chosen partitions of a table rewritten into Hive-style buckets Spark reads as buckets.
+Imports `lake.commit`, `lake.spark`, `lake.format`, `lake.spec` and the floor (the bucketing itself is `spec.bucketing`)."""

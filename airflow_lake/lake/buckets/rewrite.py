@@ -22,20 +22,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake.buckets.bucketing import Bucketing, check_multiples, file_bucketing
+from airflow_lake.lake.commit import requests
+from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.files import DataFile
-from airflow_lake.lake.log import LogEntry
-from airflow_lake.lake.partitions import normalize_partition, partition_order_key
-from airflow_lake.lake.scan import Scan
-from airflow_lake.lake.snapshot import snapshot_of
-from airflow_lake.lake.spec import TableSpec, stored_spec
-from airflow_lake.lake.writer import write_dataframe
+from airflow_lake.lake.format.data_files import DataFile, file_bucketing
+from airflow_lake.lake.format.log import LogEntry
+from airflow_lake.lake.format.snapshots import snapshot_of
+from airflow_lake.lake.spark.file_writer import write_dataframe
+from airflow_lake.lake.spark.scan import Scan
+from airflow_lake.lake.spec.bucketing import Bucketing, check_multiples
+from airflow_lake.lake.spec.partitions import normalize_partition, partition_order_key
+from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from airflow_lake.lake.table import LakeTable
+    from airflow_lake.lake.format.table_metadata import TableMetadata
 
 log = logging.getLogger(__name__)
 OPERATION = "bucket_rewrite"
@@ -124,7 +126,7 @@ def new_spec(table_spec: TableSpec, bucket: Mapping[str, Any] | None, selection:
     return TableSpec.from_dict({**table_spec.to_dict(), "bucket": raw})
 
 
-def bucket_rewrite(table: LakeTable, spark: SparkSession, *, partitions: Any = None,
+def bucket_rewrite(table: TableMetadata, spark: SparkSession, *, partitions: Any = None,
                    bucket: Mapping[str, Any] | None = None, request_id: str | None = None) -> LogEntry | None:
     """Rewrite the chosen partitions into the bucket spec (the table's, or `bucket`, which becomes the
     table's); returns the commit (None if nothing was chosen and the spec did not change).
@@ -132,7 +134,7 @@ def bucket_rewrite(table: LakeTable, spark: SparkSession, *, partitions: Any = N
     All input checks run before anything is written; a retry with a committed `request_id` returns it.
     """
     if request_id:
-        prior = table.find_request(request_id, OPERATION)
+        prior = requests.find_committed(table, request_id, OPERATION)
         if prior is not None:
             return prior
     base = table.state()  # the spec and files this rewrite reads: a spec change or write since conflicts
@@ -144,7 +146,7 @@ def bucket_rewrite(table: LakeTable, spark: SparkSession, *, partitions: Any = N
     selection = PartitionSelection.parse(partitions, spec)
     target = new_spec(spec, bucket, selection)
     _choose(selection, spec, target, list(base.files.values()))  # refuse bad input before an instant starts
-    txn = table.begin("replace", OPERATION, request_id=request_id, base=base)
+    txn = begin(table, "replace", OPERATION, request_id=request_id, base=base)
     try:
         chosen, old = _choose(selection, spec, target, txn.base_files)
         if not old and target == spec:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.types import FLOAT_TYPES, INTEGER_TYPES
+from airflow_lake.lake.spec.types import FLOAT_TYPES, INTEGER_TYPES
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

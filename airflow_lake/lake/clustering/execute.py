@@ -22,24 +22,25 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake import instants, recovery
 from airflow_lake.lake.clustering.keys import add_keys
 from airflow_lake.lake.clustering.layout import Layout
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, ClusteringPlan, PlanGroup
 from airflow_lake.lake.clustering.timeline import PendingPlan, pending_plans, rollback_command
-from airflow_lake.lake.conflicts import COMPLETES
+from airflow_lake.lake.commit import recovery, requests
+from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.errors import LakeCommitConflict, LakeError, LakePlanAborted, LakeSpecError
-from airflow_lake.lake.files import DataFile
-from airflow_lake.lake.log import LogEntry
-from airflow_lake.lake.scan import Scan
-from airflow_lake.lake.snapshot import Snapshot, snapshot_of
-from airflow_lake.lake.spark_conf import session_conf
-from airflow_lake.lake.writer import WRITE_CONF, write_dataframe
+from airflow_lake.lake.format import instants
+from airflow_lake.lake.format.data_files import DataFile
+from airflow_lake.lake.format.log import COMPLETES, LogEntry
+from airflow_lake.lake.format.snapshots import Snapshot, snapshot_of
+from airflow_lake.lake.spark.file_writer import WRITE_CONF, write_dataframe
+from airflow_lake.lake.spark.scan import Scan
+from airflow_lake.lake.spark.session_conf import session_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from airflow_lake.lake.table import LakeTable
+    from airflow_lake.lake.format.table_metadata import TableMetadata
 
 log = logging.getLogger(__name__)
 OLDEST, ALL = "oldest", "all"
@@ -57,7 +58,7 @@ class Executed:
     already_committed: bool
 
 
-def execute_clustering(table: LakeTable, spark: SparkSession, *, plan_id: str | None = None, which: str = OLDEST,
+def execute_clustering(table: TableMetadata, spark: SparkSession, *, plan_id: str | None = None, which: str = OLDEST,
                        request_id: str | None = None, parallelism: int = DEFAULT_PARALLELISM) -> list[Executed]:
     """Run the plan `plan_id`, else the oldest pending plan (`which="oldest"`) or every pending plan in
     order (`which="all"`). Returns what ran (empty: no pending plan).
@@ -70,7 +71,7 @@ def execute_clustering(table: LakeTable, spark: SparkSession, *, plan_id: str | 
     if plan_id is None and which not in (OLDEST, ALL):
         raise LakeSpecError("which", f"{which!r} is not allowed.", "Use 'oldest' or 'all', or give plan_id.")
     if plan_id is not None:
-        prior = table.find_request(request_id, EXECUTE_OPERATION) if request_id else None
+        prior = requests.find_committed(table, request_id, EXECUTE_OPERATION) if request_id else None
         if prior is not None and prior.metadata.get(COMPLETES) == plan_id:
             return [Executed(plan_id, prior, True)]
         return [execute_plan(table, spark, plan_id, request_id=request_id, parallelism=parallelism)]
@@ -100,16 +101,16 @@ def _nth_request(request_id: str, index: int) -> str:
     return request_id if index == 0 else f"{request_id}#{index}"
 
 
-def _earlier_runs(table: LakeTable, request_id: str | None) -> list[Executed]:
+def _earlier_runs(table: TableMetadata, request_id: str | None) -> list[Executed]:
     """The plan commits earlier tries of `request_id` made, in order."""
     out: list[Executed] = []
-    while request_id and (prior := table.find_request(_nth_request(request_id, len(out)),
+    while request_id and (prior := requests.find_committed(table, _nth_request(request_id, len(out)),
                                                       EXECUTE_OPERATION)) is not None:
         out.append(Executed(str(prior.metadata.get(COMPLETES)), prior, True))
     return out
 
 
-def execute_plan(table: LakeTable, spark: SparkSession, plan_id: str, *, request_id: str | None = None,
+def execute_plan(table: TableMetadata, spark: SparkSession, plan_id: str, *, request_id: str | None = None,
                  parallelism: int = DEFAULT_PARALLELISM) -> Executed:
     """Run one plan (see the module docstring)."""
     if not instants.is_instant_id(str(plan_id)):
@@ -133,7 +134,7 @@ def execute_plan(table: LakeTable, spark: SparkSession, plan_id: str, *, request
     assert plan is not None
     state = table.state()
     _check_inputs(table, plan_id, plan, state.files)
-    txn = table.begin("replace", EXECUTE_OPERATION, metadata={COMPLETES: plan_id}, request_id=request_id,
+    txn = begin(table, "replace", EXECUTE_OPERATION, metadata={COMPLETES: plan_id}, request_id=request_id,
                       recover=False)
     try:
         _check_inputs(table, plan_id, plan, txn.base.files)
@@ -177,7 +178,7 @@ class _GroupResult:
     files: int
 
 
-def _run_groups(table: LakeTable, spark: SparkSession, instant: str, plan: ClusteringPlan, *, snap: Snapshot,
+def _run_groups(table: TableMetadata, spark: SparkSession, instant: str, plan: ClusteringPlan, *, snap: Snapshot,
                 parallelism: int) -> tuple[list[DataFile], list[_GroupResult]]:
     total = len(plan.groups)
     done: list[int] = []
@@ -199,7 +200,7 @@ def _run_groups(table: LakeTable, spark: SparkSession, instant: str, plan: Clust
                                                                                             strict=True)]
 
 
-def rewrite_group(table: LakeTable, spark: SparkSession, instant: str, *, snap: Snapshot, group: PlanGroup,
+def rewrite_group(table: TableMetadata, spark: SparkSession, instant: str, *, snap: Snapshot, group: PlanGroup,
                   layout: Layout, seed: int = 0) -> list[DataFile]:
     """Read a group's files, order the rows by the layout, and write them as files of `instant`."""
     from pyspark.sql import functions as F
@@ -225,7 +226,7 @@ def rewrite_group(table: LakeTable, spark: SparkSession, instant: str, *, snap: 
                            sort_within=keys, drop_columns=helpers)
 
 
-def _pending(table: LakeTable, plan_id: str) -> PendingPlan:
+def _pending(table: TableMetadata, plan_id: str) -> PendingPlan:
     for pending in pending_plans(table):
         if pending.id == plan_id:
             if pending.plan is None:
@@ -237,7 +238,7 @@ def _pending(table: LakeTable, plan_id: str) -> PendingPlan:
                         "Give a plan from `airflow-lake plans PATH`, or leave plan_id out to run the oldest.")
 
 
-def _check_inputs(table: LakeTable, plan_id: str, plan: ClusteringPlan, live: Any) -> None:
+def _check_inputs(table: TableMetadata, plan_id: str, plan: ClusteringPlan, live: Any) -> None:
     gone = [p for p in plan.files if p not in live]
     if gone:
         _abort_plan(table, plan_id, f"{len(gone)} input file(s) were replaced since it was planned, e.g. {gone[0]!r}")
@@ -246,12 +247,12 @@ def _check_inputs(table: LakeTable, plan_id: str, plan: ClusteringPlan, live: An
                               "a new plan (the files are planned again).")
 
 
-def _abort_plan(table: LakeTable, plan_id: str, reason: str) -> None:
+def _abort_plan(table: TableMetadata, plan_id: str, reason: str) -> None:
     log.warning("clustering plan %s aborted: %s", plan_id, reason)
     recovery.rollback_unchecked(table, [plan_id], reason=f"clustering plan aborted: {reason}")
 
 
-def _rollback_reason(table: LakeTable, plan_id: str) -> str:
+def _rollback_reason(table: TableMetadata, plan_id: str) -> str:
     seq = table.state().rolled_back.get(plan_id)
     if seq is None:
         return "rolled back"

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
-    from airflow_lake.lake.spec import TableSpec
+    from airflow_lake.lake.spec.table_spec import TableSpec
 
 log = logging.getLogger(__name__)
 KEY_PREFIX = "__lake_curve"

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.clustering import coordinates
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.spec_reader import SpecReader
+from airflow_lake.lake.spec.strict import SpecReader
 
 if TYPE_CHECKING:
-    from airflow_lake.lake.spec import TableSpec
+    from airflow_lake.lake.spec.table_spec import TableSpec
 
 LINEAR, ZORDER, HILBERT = "LINEAR", "ZORDER", "HILBERT"
 DIRECT, SAMPLE = "DIRECT", "SAMPLE"

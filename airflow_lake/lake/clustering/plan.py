@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake import instants
 from airflow_lake.lake.clustering.layout import CURVES, DEFAULT_RANGES, KINDS, MAX_RANGES, SAMPLE, Layout
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.format import instants
 
 if TYPE_CHECKING:
-    from airflow_lake.lake.spec import TableSpec
+    from airflow_lake.lake.spec.table_spec import TableSpec
 
 PLAN_FORMAT = 1
 SCHEDULE_OPERATION = instants.PLAN_OPERATION  # its requested instants are plans, waiting for an executor

@@ -21,15 +21,14 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from airflow_lake.lake.buckets.bucketing import file_bucketing
 from airflow_lake.lake.clustering.partition_regex import PartitionPattern
 from airflow_lake.lake.clustering.plan import PlanGroup
 from airflow_lake.lake.clustering.strategy import DAY_ROLLING, RECENT_DAYS, SELECTED_PARTITIONS, PlanStrategy
-from airflow_lake.lake.files import DataFile
-from airflow_lake.lake.partitions import partition_order_key
+from airflow_lake.lake.format.data_files import DataFile, file_bucketing
+from airflow_lake.lake.spec.partitions import partition_order_key
 
 if TYPE_CHECKING:
-    from airflow_lake.lake.spec import TableSpec
+    from airflow_lake.lake.spec.table_spec import TableSpec
 
 PartitionKey = tuple[tuple[str, str | None], ...]
 

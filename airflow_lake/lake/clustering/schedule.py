@@ -10,17 +10,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake import instants, paths
 from airflow_lake.lake.clustering import planner
 from airflow_lake.lake.clustering.layout import Layout
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, SCHEDULE_OPERATION, ClusteringPlan
 from airflow_lake.lake.clustering.strategy import PlanStrategy
 from airflow_lake.lake.clustering.timeline import commits_since, pending_plans, planned_files
 from airflow_lake.lake.errors import LakeCommitConflict, LakeSpecError
-from airflow_lake.lake.files import DataFile
+from airflow_lake.lake.format import instants, paths
+from airflow_lake.lake.format.data_files import DataFile
 
 if TYPE_CHECKING:
-    from airflow_lake.lake.table import LakeTable
+    from airflow_lake.lake.format.table_metadata import TableMetadata
 
 log = logging.getLogger(__name__)
 LOCK = f"{paths.LOCKS}/schedule_clustering.json"
@@ -49,7 +49,7 @@ class ScheduleResult:
         return out
 
 
-def schedule_clustering(table: LakeTable, strategy: PlanStrategy, layout: Layout,
+def schedule_clustering(table: TableMetadata, strategy: PlanStrategy, layout: Layout,
                         request_id: str | None = None) -> ScheduleResult:
     """Plan a clustering if at least `min_commits` commits completed since the last one; the plan's files
     are small files of the chosen partitions not under another pending plan. A retry with the same
@@ -93,7 +93,7 @@ def schedule_clustering(table: LakeTable, strategy: PlanStrategy, layout: Layout
                           details=details)
 
 
-def _made_by_clustering(table: LakeTable, seqs: dict[str, int]) -> Any:
+def _made_by_clustering(table: TableMetadata, seqs: dict[str, int]) -> Any:
     """Whether a file was written by a clustering (asked only for lone files: one log read each)."""
     def check(data_file: DataFile) -> bool:
         seq = seqs.get(data_file.instant)
@@ -102,7 +102,7 @@ def _made_by_clustering(table: LakeTable, seqs: dict[str, int]) -> Any:
 
 
 @contextmanager
-def _schedule_lock(table: LakeTable) -> Iterator[None]:
+def _schedule_lock(table: TableMetadata) -> Iterator[None]:
     """An exclusive lock file so two schedulers never plan the same files; a lock older than
     `LOCK_STALE_SECONDS` (its holder died) is broken."""
     storage = table.storage

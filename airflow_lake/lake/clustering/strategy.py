@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.partitions import normalize_partition
-from airflow_lake.lake.spec import TableSpec
-from airflow_lake.lake.spec_reader import SpecReader
+from airflow_lake.lake.spec.partitions import normalize_partition
+from airflow_lake.lake.spec.strict import SpecReader
+from airflow_lake.lake.spec.table_spec import TableSpec
 
 MB = 1024 * 1024
 NONE, RECENT_DAYS, SELECTED_PARTITIONS, DAY_ROLLING = "NONE", "RECENT_DAYS", "SELECTED_PARTITIONS", "DAY_ROLLING"

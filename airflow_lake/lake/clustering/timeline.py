@@ -8,13 +8,13 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake import instants
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, SCHEDULE_OPERATION, ClusteringPlan, PlanFormatError
-from airflow_lake.lake.conflicts import COMPLETES
 from airflow_lake.lake.errors import LakeSnapshotNotFound, LakeSpecError
+from airflow_lake.lake.format import instants
+from airflow_lake.lake.format.log import COMPLETES
 
 if TYPE_CHECKING:
-    from airflow_lake.lake.table import LakeTable
+    from airflow_lake.lake.format.table_metadata import TableMetadata
 
 log = logging.getLogger(__name__)
 LAST_CLUSTERING, START = "last_clustering", "start"
@@ -37,7 +37,7 @@ class CommitCount:
                 "since_instant": self.since_instant, "head_seq": self.head_seq}
 
 
-def commits_since(table: LakeTable, since: str = LAST_CLUSTERING, actions: Collection[str] | None = None
+def commits_since(table: TableMetadata, since: str = LAST_CLUSTERING, actions: Collection[str] | None = None
                   ) -> CommitCount:
     """Completed commits of `actions` (default: commit and upsert) after the last completed clustering (the
     default), after an instant id, or since the table's start. Reads log entries newest first and stops at
@@ -93,12 +93,12 @@ class PendingPlan:
                 **(self.plan.summary() if self.plan else {"damaged": True, "problem": self.problem})}
 
 
-def rollback_command(table: LakeTable, plan_id: str) -> str:
+def rollback_command(table: TableMetadata, plan_id: str) -> str:
     """The command that drops a plan (it exists: `airflow-lake rollback`)."""
     return f"airflow-lake rollback {table.url} {plan_id}"
 
 
-def pending_plans(table: LakeTable) -> list[PendingPlan]:
+def pending_plans(table: TableMetadata) -> list[PendingPlan]:
     """Plans scheduled and neither executed nor rolled back, oldest first. A plan that cannot be run as it
     is (damaged or edited: a bad field, a file listed twice, a column the table lacks) is listed with
     `plan` None and the `problem`."""

@@ -15,20 +15,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_lake.lake.commit import requests
+from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.files import DataFile
-from airflow_lake.lake.log import LogEntry
-from airflow_lake.lake.snapshot import snapshot_of
-from airflow_lake.lake.spec import stored_spec
+from airflow_lake.lake.format.data_files import DataFile
+from airflow_lake.lake.format.log import LogEntry
+from airflow_lake.lake.format.snapshots import snapshot_of
+from airflow_lake.lake.spark.file_writer import write_dataframe
+from airflow_lake.lake.spec.partitions import normalize_partitions
+from airflow_lake.lake.spec.table_spec import stored_spec
 from airflow_lake.lake.upsert.merge_read import merged, raw_scan
 from airflow_lake.lake.upsert.physical import SEQ, physical_spec
-from airflow_lake.lake.write import normalize_partitions
-from airflow_lake.lake.writer import write_dataframe
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from airflow_lake.lake.table import LakeTable
+    from airflow_lake.lake.format.table_metadata import TableMetadata
 
 log = logging.getLogger(__name__)
 OPERATION = "compact"
@@ -42,7 +44,7 @@ class Compacted:
     already_committed: bool = False
 
 
-def compact(table: LakeTable, spark: SparkSession, *, partitions: Sequence[Mapping[str, Any]] | None = None,
+def compact(table: TableMetadata, spark: SparkSession, *, partitions: Sequence[Mapping[str, Any]] | None = None,
             request_id: str | None = None) -> Compacted:
     """Compact the table's partitions (or the listed ones) that have more files than buckets."""
     from pyspark.sql import functions as F
@@ -53,14 +55,14 @@ def compact(table: LakeTable, spark: SparkSession, *, partitions: Sequence[Mappi
         raise LakeSpecError("table", f"{table.url!r} has no primary key: there are no upserts to compact.",
                             "Use clustering to merge the small files of a plain table.")
     if request_id:
-        prior = table.find_request(request_id, OPERATION)
+        prior = requests.find_committed(table, request_id, OPERATION)
         if prior is not None:
             return Compacted(prior, True)
     chosen = normalize_partitions(spec, partitions) if partitions is not None else None
     if _inputs(base.files.values(), spec.bucket.count if spec.bucket else 1, chosen) == []:
         log.info("compact %s: no partition has more files than buckets; nothing to do", table.url)
         return Compacted(None)
-    txn = table.begin("replace", OPERATION, request_id=request_id, base=base)
+    txn = begin(table, "replace", OPERATION, request_id=request_id, base=base)
     try:
         inputs = _inputs(txn.base.files.values(), spec.bucket.count if spec.bucket else 1, chosen)
         if not inputs:

@@ -14,21 +14,21 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake.filters import may_match, parse_filters
-from airflow_lake.lake.scan import Scan
+from airflow_lake.lake.format.filters import may_match, parse_filters
+from airflow_lake.lake.spark.scan import Scan
 from airflow_lake.lake.upsert.physical import merge_aggregates, physical_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from airflow_lake.lake.snapshot import Snapshot
-    from airflow_lake.lake.spec import TableSpec
-    from airflow_lake.lake.table import AsOf, LakeTable
+    from airflow_lake.lake.format.snapshots import Snapshot
+    from airflow_lake.lake.format.table_metadata import AsOf, TableMetadata
+    from airflow_lake.lake.spec.table_spec import TableSpec
 
 log = logging.getLogger(__name__)
 
 
-def raw_scan(table: LakeTable, snapshot: Snapshot, files: Sequence[Any] | None = None,
+def raw_scan(table: TableMetadata, snapshot: Snapshot, files: Sequence[Any] | None = None,
              filters: Iterable[Sequence[Any]] | None = None) -> Scan:
     """A scan of the files with their stamp columns; key and partition `filters` skip files."""
     spec = snapshot.spec
@@ -43,14 +43,14 @@ def merged(spark: SparkSession, scan: Scan, spec: TableSpec, *, keep_stamps: boo
     within a partition): the key and value columns, and with `keep_stamps` the stamps a base file holds."""
     from pyspark.sql import functions as F
 
-    from airflow_lake.lake.buckets.catalog import scan_df
+    from airflow_lake.lake.spark.bucketed_read import scan_df
 
     keys = [*spec.partition_columns, *[k for k in spec.primary_key if k not in spec.partition_columns]]
     return scan_df(spark, scan).groupBy(*[F.col(f"`{k}`") for k in keys]).agg(
         *merge_aggregates(spec, keep_stamps=keep_stamps))
 
 
-def read_merged(table: LakeTable, spark: SparkSession, as_of: AsOf = None,
+def read_merged(table: TableMetadata, spark: SparkSession, as_of: AsOf = None,
                 filters: Iterable[Sequence[Any]] | None = None, columns: Sequence[str] | None = None) -> DataFrame:
     """`LakeTable.read` of a primary-key table."""
     snapshot = table.snapshot(as_of)

@@ -18,9 +18,9 @@ import dataclasses
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from airflow_lake.lake.spec import Column as SpecColumn
-from airflow_lake.lake.spec import TableSpec
-from airflow_lake.lake.upsert import merge_ops
+from airflow_lake.lake.spec import merge_ops
+from airflow_lake.lake.spec.table_spec import Column as SpecColumn
+from airflow_lake.lake.spec.table_spec import TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -18,22 +18,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_lake.lake.commit import requests
+from airflow_lake.lake.commit.reads import TableRead
+from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.errors import LakeSchemaError, LakeSpecError
-from airflow_lake.lake.log import LogEntry
-from airflow_lake.lake.reads import TableRead
-from airflow_lake.lake.snapshot import TableState
-from airflow_lake.lake.spark_schema import conform
-from airflow_lake.lake.spec import Column as SpecColumn
-from airflow_lake.lake.spec import TableSpec, stored_spec
-from airflow_lake.lake.state import UPSERT_ACTION
+from airflow_lake.lake.format.log import LogEntry
+from airflow_lake.lake.format.snapshots import TableState
+from airflow_lake.lake.format.table_state import UPSERT_ACTION
+from airflow_lake.lake.spark.file_writer import write_dataframe
+from airflow_lake.lake.spark.schema import conform
+from airflow_lake.lake.spec.table_spec import Column as SpecColumn
+from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
 from airflow_lake.lake.upsert import versions as versions_module
 from airflow_lake.lake.upsert.physical import delta_rows, physical_spec, value_columns
-from airflow_lake.lake.writer import write_dataframe
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from airflow_lake.lake.table import LakeTable
+    from airflow_lake.lake.format.table_metadata import TableMetadata
 
 log = logging.getLogger(__name__)
 OPERATION = "versioned_upsert"
@@ -48,7 +50,7 @@ class Upserted:
     already_committed: bool
 
 
-def versioned_upsert(table: LakeTable, df: DataFrame, *, version: Any = None, version_column: str | None = None,
+def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None, version_column: str | None = None,
                      replace_version: bool = False, request_id: str | None = None,
                      shuffle: bool = True, base: TableState | None = None,
                      table_reads: Iterable[TableRead] = ()) -> Upserted:
@@ -69,7 +71,7 @@ def versioned_upsert(table: LakeTable, df: DataFrame, *, version: Any = None, ve
         raise LakeSpecError("table", f"{table.url!r} has no primary key.", "Upsert into a table created with "
                             "`primary_key` and `bucket` on it; append to this one with `write`.")
     if request_id:
-        prior = table.find_request(request_id, OPERATION)
+        prior = requests.find_committed(table, request_id, OPERATION)
         if prior is not None:
             return Upserted(prior, True)
     fixed = None if version is None else versions_module.parse_version(version)
@@ -83,7 +85,7 @@ def versioned_upsert(table: LakeTable, df: DataFrame, *, version: Any = None, ve
                                 "'{{ ds_nodash }}'), or `version_column` naming a column of the source.")
     present, conformed, version_expr = _conform(df, spec, column, fixed)
     own_reads = tuple(table_reads)
-    txn = table.begin(UPSERT_ACTION, OPERATION, request_id=request_id, base=base,
+    txn = begin(table, UPSERT_ACTION, OPERATION, request_id=request_id, base=base,
                       metadata={"columns": present})
     try:
         observation = Observation(f"upsert_{txn.instant}")
@@ -161,7 +163,7 @@ def _conform(df: DataFrame, spec: TableSpec, version_column: str | None, fixed: 
     return present, conformed, F.lit(fixed).cast("bigint") if fixed is not None else F.col(VERSION_ALIAS)
 
 
-def _resolve_clash(table: LakeTable, base: TableState, versions: list[int], present: list[str], *,
+def _resolve_clash(table: TableMetadata, base: TableState, versions: list[int], present: list[str], *,
                    fingerprint: str, replace: bool) -> tuple[list[str], LogEntry | None]:
     """(files to remove, an identical earlier upsert) for an upsert of `versions` (see `versions.py`), as of
     the transaction's `base`: an upsert of one of them committed after it is a conflict at commit, and the

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.state import UPSERT_ACTION
+from airflow_lake.lake.format.table_state import UPSERT_ACTION
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-    from airflow_lake.lake.log import LogEntry
-    from airflow_lake.lake.snapshot import TableState
-    from airflow_lake.lake.table import LakeTable
+    from airflow_lake.lake.format.log import LogEntry
+    from airflow_lake.lake.format.snapshots import TableState
+    from airflow_lake.lake.format.table_metadata import TableMetadata
 
 MIN_VERSION, MAX_VERSION = -(1 << 63), (1 << 63) - 1
 MAX_VERSIONS_PER_UPSERT = 10_000
@@ -64,7 +64,7 @@ class Applied:
     fingerprint: str
 
 
-def applied(table: LakeTable, versions: Iterable[int], state: TableState | None = None) -> dict[int, Applied]:
+def applied(table: TableMetadata, versions: Iterable[int], state: TableState | None = None) -> dict[int, Applied]:
     """Of `versions`, those a live upsert applied -> that upsert (a later replacing upsert wins).
 
     Reads only those upserts' log entries, found through the state's version index (checkpointed), so an

@@ -7,8 +7,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from airflow_lake.lake import spark_conf
-from airflow_lake.lake.buckets.catalog import READ_CONF
+from airflow_lake.lake.spark import session_conf as spark_conf
+from airflow_lake.lake.spark.bucketed_read import READ_CONF
 from airflow_lake.lake.table import LakeTable
 
 # Broadcast joins hide shuffles of small test tables; the bucket settings make pruning visible.
@@ -41,7 +41,7 @@ def file_rows_in_their_bucket(spark: Any, table: LakeTable) -> None:
     """Assert that every bucketed file holds only rows of the bucket its name says, computed by Spark."""
     from pyspark.sql import functions as F
 
-    from airflow_lake.lake.buckets.bucketing import file_bucketing
+    from airflow_lake.lake.format.data_files import file_bucketing
 
     snap = table.snapshot()
     for data_file in snap.files:

@@ -12,7 +12,7 @@ from airflow_lake.jobs import run
 from airflow_lake.lake.buckets import rewrite as rewrite_module
 from airflow_lake.lake.buckets.rewrite import bucket_rewrite
 from airflow_lake.lake.errors import LakeCommitConflict, LakeSpecError
-from airflow_lake.lake.plans import plan_text, shuffles
+from airflow_lake.lake.spark.plan_text import plan_text, shuffles
 from airflow_lake.lake.table import LakeTable
 from tests.lake.buckets.bucket_helpers import file_rows_in_their_bucket, make, rows_df, session_conf
 from tests.support import parquet_files_on_disk
@@ -191,7 +191,7 @@ def test_a_concurrent_append_to_a_rewritten_partition_makes_the_rewrite_retry(
 
 
 def test_a_writer_that_started_before_a_spec_change_retries(spark: Any, tmp_path: Path) -> None:
-    from airflow_lake.lake.writer import write_dataframe
+    from airflow_lake.lake.spark.file_writer import write_dataframe
 
     table = plain_table(spark, tmp_path / "t")
     txn = table.begin("commit", "write")

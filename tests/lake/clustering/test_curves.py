@@ -15,7 +15,7 @@ import pytest
 
 from airflow_lake.lake.clustering import coordinates, curves, keys
 from airflow_lake.lake.clustering.layout import Layout
-from airflow_lake.lake.spec import TableSpec
+from airflow_lake.lake.spec.table_spec import TableSpec
 
 
 def interleave_reference(values: list[int], bits: int) -> int:

@@ -12,9 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_lake.jobs.runner import run
-from airflow_lake.lake import LakeTable, faults, instants
+from airflow_lake.lake import LakeTable, faults
 from airflow_lake.lake.clustering.timeline import pending_plans
 from airflow_lake.lake.errors import LakePlanAborted
+from airflow_lake.lake.format import instants
 from tests.lake.buckets.bucket_helpers import file_rows_in_their_bucket
 
 BIG = 10**12  # every file is "small", every group fits

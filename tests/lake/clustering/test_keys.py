@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from airflow_lake.lake.clustering import curves, keys
 from airflow_lake.lake.clustering.layout import Layout
-from airflow_lake.lake.spec import TableSpec
+from airflow_lake.lake.spec.table_spec import TableSpec
 
 
 def test_cuts_fall_on_the_roundest_value_near_each_quantile() -> None:

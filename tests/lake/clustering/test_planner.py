@@ -10,9 +10,9 @@ import pytest
 from airflow_lake.lake.clustering import planner
 from airflow_lake.lake.clustering.strategy import PlanStrategy
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.files import DataFile
-from airflow_lake.lake.spec import TableSpec
-from airflow_lake.lake.spec_reader import SpecReader
+from airflow_lake.lake.format.data_files import DataFile
+from airflow_lake.lake.spec.strict import SpecReader
+from airflow_lake.lake.spec.table_spec import TableSpec
 
 MB = 1024 * 1024
 SPEC = TableSpec.from_dict({"schema": "x BIGINT, dt DATE", "partition_by": ["dt"]})

@@ -7,11 +7,12 @@ from typing import Any
 import pytest
 
 from airflow_lake.jobs.runner import run
-from airflow_lake.lake import LakeTable, instants
+from airflow_lake.lake import LakeTable
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION
 from airflow_lake.lake.clustering.timeline import commits_since, pending_plans
-from airflow_lake.lake.conflicts import COMPLETES
 from airflow_lake.lake.errors import LakeCommitConflict, LakeSnapshotNotFound, LakeSpecError
+from airflow_lake.lake.format import instants
+from airflow_lake.lake.format.log import COMPLETES
 from tests.lake.lake_core_helpers import append, data_file, make_table
 
 MB = 1024 * 1024

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from airflow_lake.lake import LakeError, LakeTable, checkpoints, paths
-from airflow_lake.lake.log import CommitLog
-from airflow_lake.lake.state import UPSERT_ACTION, TableState
+from airflow_lake.lake import LakeError, LakeTable
+from airflow_lake.lake.format import checkpoints, paths
+from airflow_lake.lake.format.log import CommitLog
+from airflow_lake.lake.format.table_state import UPSERT_ACTION, TableState
 from airflow_lake.lake.upsert import versions as versions_module
 from tests.lake.lake_core_helpers import append, data_file, make_table
 

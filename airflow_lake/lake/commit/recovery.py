@@ -1,0 +1,147 @@
+"""Rolling back instants whose writer died or gave up, and removing what they left behind.
+
+A rollback is itself a log entry naming the instants it rolls back, appended *before* any file is
+deleted. A writer that was only slow and later tries to complete finds that entry among the ones
+completed since it started and aborts, so a live commit can never lose its files.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING
+
+from airflow_lake.lake.errors import LakeError
+from airflow_lake.lake.format import instants
+from airflow_lake.lake.format.log import COMPLETES, LogEntry
+from airflow_lake.lake.format.snapshots import TableState
+
+if TYPE_CHECKING:
+    from airflow_lake.lake.format.table_metadata import TableMetadata
+
+log = logging.getLogger(__name__)
+
+
+def delete_written_files(table: TableMetadata, instant: str, keep: Collection[str] = ()) -> int:
+    """Delete the data files an instant wrote, except `keep` (what its commit holds): its staging area
+    and every file its manifests (or older per-file markers) name."""
+    table.storage.delete_tree(instants.staging_dir(instant))
+    deleted = 0
+    for data_path in sorted(instants.written_files(table.storage, instant) - set(keep)):
+        if table.storage.delete(data_path):
+            deleted += 1
+    return deleted
+
+
+def tidy_finished(table: TableMetadata, instant: str, state: TableState) -> None:
+    """Remove what a finished instant left: files it wrote but did not commit, then its pending files."""
+    seq = state.instants.get(instant)
+    if seq is not None:
+        kept = {f.path for f in table.commit_log.read(seq).added}
+        delete_written_files(table, instant, keep=kept)
+    elif instant in state.rolled_back:
+        delete_written_files(table, instant)
+    instants.remove_pending(table.storage, instant)
+
+
+def tidy_if_left(table: TableMetadata, entry: LogEntry) -> None:
+    """Tidy what the writer of `entry` left if it died after the entry landed — its pending files, heartbeat,
+    markers, staging, and those of the plan the entry completes: called where a job finds its request
+    already committed, so a retry leaves nothing behind for the next writer. Never raises: the commit
+    stands either way."""
+    completes = entry.metadata.get(COMPLETES)
+    instant_ids = [entry.instant, *([completes] if isinstance(completes, str) else [])]
+    try:
+        left = [i for i in instant_ids if table.storage.exists(instants.requested_file(i))]
+        if not left:  # the requested file goes last (`instants.remove_pending`): nothing else is left either
+            return
+        state = table.state()
+        for instant in left:
+            if instant in state.instants or instant in state.rolled_back:
+                log.info("instant %s is finished; removing what its writer left", instant)
+                tidy_finished(table, instant, state)
+    except Exception:
+        log.warning("tidying the leftovers of instants %s failed (the next writer retries)", instant_ids,
+                    exc_info=True)
+
+
+def rollback_unchecked(table: TableMetadata, ids: Iterable[str], reason: str,
+                       request_id: str | None = None) -> LogEntry | None:
+    """Roll back unfinished instants (no liveness check: callers decide they are dead)."""
+    todo = list(dict.fromkeys(ids))
+    state = table.state()
+    finished = [i for i in todo if i in state.instants or i in state.rolled_back]
+    todo = [i for i in todo if i not in finished]
+    entry = None
+    if todo:
+        info = {p.id: {"action": p.action, "operation": p.operation, "request_id": p.request_id}
+                for p in instants.pending(table.storage) if p.id in todo}
+
+        def still_todo(since: list[LogEntry]) -> bool:
+            done = {e.instant for e in since} | {i for e in since for i in e.rolled_back}
+            todo[:] = [i for i in todo if i not in done]
+            return bool(todo)
+
+        entry = table.append_entry("rollback", "rollback", rolled_back=todo, precheck=still_todo,
+                                   metadata={"reason": reason, "instants": info},
+                                   request_id=request_id, base=state,
+                                   metrics_of=lambda: {"rolled_back": list(todo)})
+    files_deleted = 0
+    for instant in todo:
+        files_deleted += delete_written_files(table, instant)
+        instants.remove_pending(table.storage, instant)
+    for instant in finished:
+        tidy_finished(table, instant, state)
+    if todo:
+        log.info("rolled back instants %s (%s): %d file(s) deleted", todo, reason, files_deleted)
+    return entry
+
+
+def recover(table: TableMetadata, timeout: float | None = None, request_id: str | None = None) -> LogEntry | None:
+    """Roll back every unfinished instant whose writer is dead: no heartbeat for `timeout` seconds, or its
+    process gone from this host.
+
+    Clustering plans (requested instants of `instants.PLAN_OPERATION`) wait to be executed: they are not
+    debris and are kept. Every other requested instant is a writer's reservation — one that died before
+    going inflight (an execution, bucket rewrite or compaction too, though their action is `replace`) is
+    rolled back like any dead writer.
+    """
+    limit = table.spec.float_property("heartbeat.timeout.seconds") if timeout is None else timeout
+    state = table.state()
+    now = time.time()
+    dead, leftovers = [], []
+    for item in instants.pending(table.storage):
+        if item.id in state.instants or item.id in state.rolled_back:
+            leftovers.append(item.id)
+        elif not item.is_plan and (now - item.last_beat > limit or item.writer_gone()):
+            dead.append(item.id)
+    for instant in leftovers:  # finished instants whose writer died before tidying up
+        tidy_finished(table, instant, state)
+    if not dead:
+        return None
+    log.info("instants %s have no heartbeat for over %.0f s: rolling them back", dead, limit)
+    return rollback_unchecked(table, dead, reason=f"writer dead (no heartbeat for {limit:.0f} s)",
+                             request_id=request_id)
+
+
+def rollback(table: TableMetadata, ids: Iterable[str], request_id: str | None = None) -> LogEntry | None:
+    """Roll back the named pending instants; refuse completed ones and ones whose writer is alive."""
+    limit = table.spec.float_property("heartbeat.timeout.seconds")
+    pending = {p.id: p for p in instants.pending(table.storage)}
+    state = table.state()
+    now = time.time()
+    for instant in ids:
+        if instant in state.rolled_back:
+            continue
+        if instant in state.instants:
+            raise LakeError(f"instant {instant} is completed; only pending instants can be rolled back. "
+                            "Fix: to undo its data, overwrite the affected partitions.")
+        item = pending.get(instant)
+        if item is None:
+            raise LakeError(f"instant {instant} is not pending on this table. Fix: pick one from "
+                            "`airflow-lake timeline`.")
+        if not item.is_plan and now - item.last_beat <= limit and not item.writer_gone():
+            raise LakeError(f"instant {instant} is alive (heartbeat {now - item.last_beat:.0f} s ago, timeout "
+                            f"{limit:.0f} s); a live writer is never rolled back. Fix: stop its job or wait.")
+    return rollback_unchecked(table, ids, reason="requested", request_id=request_id)

@@ -1,0 +1,2 @@
+"""The table format on disk: paths, storage, the log, instants, data files and their stats, the folded
+state, checkpoints, snapshots, filters. Imports `lake.spec` and the floor (`errors`, `faults`)."""

@@ -1,0 +1,306 @@
+"""Instants: one action of one writer, requested -> inflight -> completed (or rolled back).
+
+Pending instants live as small files under `_lake/pending/`; a completed or rolled-back instant is
+an entry of the commit log, and its pending files are then mere leftovers.
+
+Every requested instant has a writer at work on it, except the plans `schedule_clustering` stores (operation
+`PLAN_OPERATION`): those wait, requested, for an executor, and only they are kept when their writer is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_lake.lake.format import paths
+from airflow_lake.lake.format.storage import Storage
+
+log = logging.getLogger(__name__)
+REQUESTED, INFLIGHT, COMPLETED, ROLLED_BACK = "requested", "inflight", "completed", "rolled_back"
+ID_LENGTH = 17  # yyyyMMddHHmmssSSS, as Hudi
+# A requested instant of this operation is a stored clustering plan, not a writer's reservation. Told apart by
+# the operation its writer recorded, never by the action alone: executions, bucket rewrites and compactions
+# are `replace` instants too, and one that died before going inflight is debris like any other.
+PLAN_OPERATION = "schedule_clustering"
+
+
+@dataclass(frozen=True)
+class Instant:
+    """One instant as the timeline shows it."""
+
+    id: str
+    action: str
+    state: str
+    operation: str = ""
+    seq: int | None = None  # position in the commit log, once completed or rolled back
+    started_at: float | None = None
+    completed_at: float | None = None
+    request_id: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "id": self.id,
+            "action": self.action,
+            "state": self.state,
+            "operation": self.operation,
+            "seq": self.seq,
+            "started_at": self.started_at,
+            "completed_at": self.completed_at,
+            "request_id": self.request_id,
+            "metadata": dict(self.metadata),
+            "metrics": dict(self.metrics),
+        }
+
+
+def format_id(millis: int) -> str:
+    """The instant id of a UNIX time in milliseconds."""
+    stamp = dt.datetime.fromtimestamp(millis / 1000, tz=dt.UTC)
+    return stamp.strftime("%Y%m%d%H%M%S") + f"{millis % 1000:03d}"
+
+
+def id_millis(instant: str) -> int:
+    """Inverse of `format_id`."""
+    stamp = dt.datetime.strptime(instant[:14], "%Y%m%d%H%M%S").replace(tzinfo=dt.UTC)
+    return int(stamp.timestamp()) * 1000 + int(instant[14:17])
+
+
+def is_instant_id(text: str) -> bool:
+    """True if `text` looks like an instant id."""
+    return len(text) == ID_LENGTH and text.isascii() and text.isdigit()
+
+
+def requested_file(instant: str) -> str:
+    """Pending file of a requested instant."""
+    return f"{paths.PENDING}/{instant}.requested.json"
+
+
+def inflight_file(instant: str) -> str:
+    """Pending file of an inflight instant."""
+    return f"{paths.PENDING}/{instant}.inflight.json"
+
+
+def heartbeat_file(instant: str) -> str:
+    """Heartbeat of an inflight instant's writer."""
+    return f"{paths.HEARTBEATS}/{instant}"
+
+
+def markers_dir(instant: str) -> str:
+    """Markers of the data files an instant placed in the table: manifests (and, from older writers, one
+    empty marker per file)."""
+    return f"{paths.MARKERS}/{instant}"
+
+
+STAGING = f"{paths.META}/staging"
+
+
+def staging_dir(instant: str) -> str:
+    """Where Spark writes an instant's files before the instant places them in the table (private to it)."""
+    return f"{STAGING}/{instant}"
+
+
+MANIFEST_SUFFIX = ".manifest.json"
+
+
+def write_manifest(storage: Storage, instant: str, data_paths: list[str]) -> None:
+    """Name the table paths an instant is about to place files at, before it places any."""
+    storage.write_json(f"{markers_dir(instant)}/{uuid.uuid4().hex}{MANIFEST_SUFFIX}", data_paths)
+
+
+def written_files(storage: Storage, instant: str) -> set[str]:
+    """Every table path an instant announced (manifests, and per-file markers of older writers)."""
+    prefix = markers_dir(instant) + "/"
+    out: set[str] = set()
+    for marker in storage.walk_files(markers_dir(instant)):
+        if marker.endswith(MANIFEST_SUFFIX):
+            try:
+                out.update(storage.read_json(marker))
+            except (FileNotFoundError, ValueError):  # a manifest is complete or absent: it is replaced atomically
+                continue
+        else:
+            out.add(marker[len(prefix):] if marker.startswith(prefix) else marker)
+    return out
+
+
+def request(storage: Storage, action: str, operation: str, metadata: Mapping[str, Any],
+            request_id: str | None, *, not_before: str | None,
+            finished: Callable[[str], bool] | None) -> str:
+    """Reserve a new unique instant id by exclusively creating its requested file.
+
+    A finished instant has no pending files any more, so `finished` (asked after the create, when its
+    log entry is surely visible) tells whether the id is already in the log and must not be reused, and
+    `not_before` (the newest completed instant the caller knows) keeps ids increasing. Both are required:
+    without them an id taken in the same millisecond as the last commit could be reused.
+    """
+    millis = int(time.time() * 1000)
+    if not_before is not None:
+        millis = max(millis, id_millis(not_before) + 1)
+    while True:
+        instant = format_id(millis)
+        payload = {
+            "instant": instant,
+            "action": action,
+            "operation": operation,
+            "requested_at": time.time(),
+            "request_id": request_id,
+            "metadata": dict(metadata),
+            # who reserved it: a writer that dies before going inflight is then known dead at once
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+        }
+        if storage.create_json(requested_file(instant), payload):
+            if finished is None or not finished(instant):
+                return instant
+            storage.delete(requested_file(instant))  # the id of a completed or rolled-back instant
+        millis += 1
+
+
+def mark_inflight(storage: Storage, instant: str, base_seq: int) -> None:
+    """Record that a writer started working on an instant (who, from which snapshot)."""
+    storage.write_json(
+        inflight_file(instant),
+        {"instant": instant, "base_seq": base_seq, "started_at": time.time(),
+         "host": socket.gethostname(), "pid": os.getpid()},
+    )
+    storage.touch(heartbeat_file(instant))
+
+
+@dataclass(frozen=True)
+class PendingInstant:
+    """An instant with pending files and no log entry (yet, or because its writer died)."""
+
+    id: str
+    action: str
+    operation: str
+    inflight: bool
+    requested_at: float
+    request_id: str | None
+    metadata: Mapping[str, Any]
+    base_seq: int | None
+    last_beat: float  # last sign of life: heartbeat, else the newest pending file
+    host: str | None = None  # where its writer runs (from the inflight file, else the requested one)
+    pid: int | None = None
+
+    @property
+    def is_plan(self) -> bool:
+        """A clustering plan waiting for an executor (never debris, whoever wrote it)."""
+        return not self.inflight and self.operation == PLAN_OPERATION
+
+    def writer_gone(self) -> bool:
+        """True if the writer ran on this host and its process no longer exists (so it died for sure,
+        whatever its last heartbeat says). Another host's writer is judged by its heartbeat alone; a plan
+        has no writer left to lose."""
+        if self.is_plan or self.pid is None or self.host != socket.gethostname():
+            return False
+        return not process_alive(self.pid)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (a zombie — dead, not yet reaped by its parent — does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists (owned by someone else)
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:  # no /proc (not Linux): trust the signal check
+        return True
+
+
+def pending(storage: Storage) -> list[PendingInstant]:
+    """All instants that have pending files, oldest first.
+
+    A pending file that cannot be read (cut short, not JSON, a wrong shape) does not stop anyone: its
+    instant is listed with action "unknown", ages like any other and is rolled back once its last beat is
+    older than the heartbeat timeout. Files in `_lake/pending/` whose name is no instant id are ignored.
+    """
+    names = storage.list_dir(paths.PENDING)
+    ids = sorted({n.split(".", 1)[0] for n in names if n.endswith(".requested.json")})
+    out = []
+    for instant in ids:
+        if not is_instant_id(instant):
+            log.warning("ignoring %s/%s.requested.json: not an instant id", paths.PENDING, instant)
+            continue
+        try:
+            req = _read_pending(storage, requested_file(instant))
+            beats = [storage.mtime(requested_file(instant))]  # after the read: a finished instant is skipped
+        except FileNotFoundError:
+            continue  # finished meanwhile
+        has_inflight = f"{instant}.inflight.json" in names
+        base_seq = None
+        host, pid = _writer(req)
+        if has_inflight:
+            try:
+                beats.append(storage.mtime(inflight_file(instant)))
+                inflight = _read_pending(storage, inflight_file(instant))
+                raw_base = inflight.get("base_seq")
+                base_seq = raw_base if isinstance(raw_base, int) and not isinstance(raw_base, bool) else None
+                if _writer(inflight)[1] is not None:
+                    host, pid = _writer(inflight)
+            except FileNotFoundError:
+                has_inflight = False
+        with contextlib.suppress(FileNotFoundError):
+            beats.append(storage.mtime(heartbeat_file(instant)))
+        action = _text(req.get("action"), UNKNOWN)
+        metadata = req.get("metadata")
+        requested_at = req.get("requested_at")
+        out.append(PendingInstant(
+            id=instant, action=action, operation=_text(req.get("operation"), action),
+            inflight=has_inflight,
+            requested_at=float(requested_at) if isinstance(requested_at, int | float) else beats[0],
+            request_id=req.get("request_id") if isinstance(req.get("request_id"), str) else None,
+            metadata=metadata if isinstance(metadata, Mapping) else {},
+            base_seq=base_seq, last_beat=max(beats), host=host, pid=pid,
+        ))
+    return out
+
+
+UNKNOWN = "unknown"
+
+
+def _writer(raw: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    """The host and process id a pending file records (None if absent or not well formed)."""
+    host, pid = raw.get("host"), raw.get("pid")
+    return (host if isinstance(host, str) else None,
+            pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None)
+
+
+def _read_pending(storage: Storage, rel: str) -> Mapping[str, Any]:
+    """A pending file's JSON object; {} (and a warning naming the file) if it is damaged."""
+    try:
+        raw = storage.read_json(rel)
+    except ValueError as err:
+        log.warning("pending file %s/%s is damaged (%s); its instant is treated as an unknown action, rolled "
+                    "back once stale", storage.url, rel, err)
+        return {}
+    if not isinstance(raw, Mapping):
+        log.warning("pending file %s/%s holds no JSON object; treated as damaged", storage.url, rel)
+        return {}
+    return raw
+
+
+def _text(value: Any, default: str) -> str:
+    return value if isinstance(value, str) and value else default
+
+
+def remove_pending(storage: Storage, instant: str) -> None:
+    """Delete the staging area, markers, heartbeat and pending files of a finished instant (in that order:
+    the requested file goes last, so a crash in between leaves it findable)."""
+    storage.delete_tree(staging_dir(instant))
+    storage.delete_tree(markers_dir(instant))
+    storage.delete(heartbeat_file(instant))
+    storage.delete(inflight_file(instant))
+    storage.delete(requested_file(instant))

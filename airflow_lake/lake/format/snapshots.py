@@ -1,0 +1,165 @@
+"""Snapshots: the fold of completed log entries, with checkpoints so resolving one stays fast.
+
+`TableState` (`state.py`) is the fold after some sequence number. A checkpoint is that state written to
+one file every `checkpoint.interval` entries (`checkpoints.py`); resolving a snapshot reads the newest
+checkpoint at or before it and folds only the entries after.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import partial
+
+from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound, LakeTableNotFound
+from airflow_lake.lake.format import checkpoints, paths
+from airflow_lake.lake.format.data_files import ColumnStats, DataFile
+from airflow_lake.lake.format.log import CommitLog
+from airflow_lake.lake.format.storage import Storage
+from airflow_lake.lake.format.table_state import TableState, upsert_versions
+from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
+
+__all__ = ["Snapshot", "SnapshotResolver", "TableState", "files_in_partitions", "snapshot_of"]
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The table as of one log entry: its spec and live files."""
+
+    seq: int
+    instant: str
+    spec: TableSpec
+    files: tuple[DataFile, ...]
+    completed_at: float
+
+    @property
+    def rows(self) -> int:
+        """Total rows in live files."""
+        return sum(f.rows for f in self.files)
+
+    @property
+    def bytes(self) -> int:
+        """Total size of live files."""
+        return sum(f.bytes for f in self.files)
+
+    def partitions(self) -> dict[tuple[tuple[str, str | None], ...], list[DataFile]]:
+        """Live files grouped by partition."""
+        out: dict[tuple[tuple[str, str | None], ...], list[DataFile]] = {}
+        for data_file in self.files:
+            out.setdefault(data_file.partition_key(), []).append(data_file)
+        return out
+
+
+class SnapshotResolver:
+    """Resolves table states from checkpoints and the log, caching the newest one it built."""
+
+    def __init__(self, storage: Storage, log: CommitLog) -> None:
+        self.storage = storage
+        self.commit_log = log
+        self._latest: TableState | None = None
+
+    def state(self, seq: int | None = None) -> TableState:
+        """The state after entry `seq` (default: the head of the log)."""
+        head = self.commit_log.head()
+        if head < 0:
+            raise LakeTableNotFound(f"no lake table at {self.storage.url!r}. Fix: create it first "
+                                    "(LakeTable.create or the create_table operation).")
+        target = head if seq is None else seq
+        if target < 0 or target > head:
+            raise LakeSnapshotNotFound(f"snapshot {target} does not exist; the log ends at {head}.")
+        cached = self._latest
+        state = cached.copy() if cached is not None and cached.seq <= target else self._from_checkpoint(target)
+        for entry in self.commit_log.entries(state.seq, target):
+            state.apply(entry)
+        if target == head:
+            self._latest = state
+        return state  # callers treat it as read-only
+
+    def _from_checkpoint(self, target: int, exclude: int | None = None) -> TableState:
+        """The newest readable checkpoint at or before `target` (never `exclude`); the empty state if none.
+
+        Checkpoints only speed things up: a missing or unreadable one falls back to an older one, and in
+        the end to folding the log from the start.
+        """
+        for seq, fmt in self._checkpoints(target, exclude):
+            state = self._read_checkpoint(seq, fmt)
+            if state is not None:
+                return state
+        return TableState()
+
+    def _checkpoints(self, target: int, exclude: int | None) -> Iterator[tuple[int, str]]:
+        """Candidate checkpoints, best first: the one the hint names, then the others newest first."""
+        hint: tuple[int, str] | None = None
+        try:
+            raw = self.storage.read_json(paths.LAST_CHECKPOINT)
+            hint = (int(raw["seq"]), str(raw.get("format", "json")))  # hints without a format predate Parquet
+        except (FileNotFoundError, KeyError, ValueError, TypeError, AttributeError):
+            pass
+        if hint is not None and 0 <= hint[0] <= target and hint[0] != exclude:
+            yield hint
+        listed = (c for c in map(paths.checkpoint_of, self.storage.list_dir(paths.CHECKPOINTS)) if c is not None)
+        rank = {fmt: i for i, fmt in enumerate(paths.CHECKPOINT_FORMATS)}  # at one seq, Parquet first
+        for candidate in sorted(listed, key=lambda c: (-c[0], rank[c[1]])):
+            if candidate[0] <= target and candidate[0] != exclude and candidate != hint:
+                yield candidate
+
+    def _read_checkpoint(self, seq: int, fmt: str) -> TableState | None:
+        try:
+            state = checkpoints.read(self.storage, seq, fmt, recover=partial(self._stats_at, seq))
+        except FileNotFoundError:
+            return None
+        except checkpoints.UNREADABLE as err:
+            log.warning("checkpoint %s is unreadable (%s: %s); using an older one or the log",
+                        paths.checkpoint_file(seq, fmt), type(err).__name__, err)
+            return None
+        if state.versions is None:  # written before the version index: build it once from the log
+            state.versions = self._versions_upto(seq)
+        return state
+
+    def _versions_upto(self, seq: int) -> dict[int, int] | None:
+        """The upsert version index after entry `seq`, from the log; None if the log cannot give it."""
+        versions: dict[int, int] = {}
+        try:
+            for entry in self.commit_log.entries(-1, seq):
+                for version in upsert_versions(entry):
+                    versions[version] = entry.seq
+        except LakeError as err:
+            log.warning("no upsert version index before entry %d (%s): an upsert will look its versions up in the "
+                        "whole log, and fail naming the entry it cannot read", seq, err)
+            return None
+        return versions
+
+    def _stats_at(self, seq: int) -> dict[str, Mapping[str, ColumnStats]]:
+        """The stats of the files live after `seq`, without checkpoint `seq` (whose stats are unreadable)."""
+        state = self._from_checkpoint(seq, exclude=seq)
+        for entry in self.commit_log.entries(state.seq, seq):
+            state.apply(entry)
+        return {path: data_file.stats for path, data_file in state.files.items()}
+
+    def write_checkpoint(self, state: TableState) -> None:
+        """Persist `state` as a checkpoint, point the hint at it, and delete checkpoints beyond the retention."""
+        checkpoints.write(self.storage, state)
+        keep = int(stored_spec(state.spec).float_property("checkpoint.retain.count"))
+        deleted = checkpoints.retain(self.storage, keep)
+        if deleted:
+            log.info("deleted %d checkpoint(s) beyond the newest %d: %s", len(deleted), keep, ", ".join(deleted))
+
+
+def snapshot_of(state: TableState, cleaned_before: int = 0) -> Snapshot:
+    """Freeze a state into a snapshot; `cleaned_before` comes from the newest state."""
+    cleaned_before = max(cleaned_before, state.cleaned_before)
+    if state.seq < cleaned_before:
+        raise LakeSnapshotNotFound(
+            f"snapshot {state.seq} is older than the retention: its removed files were cleaned "
+            f"(snapshots from {cleaned_before} on are readable). Fix: read a newer snapshot.")
+    return Snapshot(state.seq, state.instant, stored_spec(state.spec),
+                    tuple(sorted(state.files.values(), key=lambda f: f.path)), state.completed_at)
+
+
+def files_in_partitions(files: Iterable[DataFile],
+                        partitions: Iterable[Mapping[str, str | None]]) -> list[DataFile]:
+    """The files whose partition equals one of `partitions`."""
+    keys = {tuple(sorted(p.items())) for p in partitions}
+    return [f for f in files if f.partition_key() in keys]

@@ -1,0 +1,126 @@
+"""`TableState`: the fold of completed log entries after some sequence number.
+
+The state holds the table spec, the live files, the removed files not yet cleaned, and indexes
+(instant -> seq, request id -> seq, rolled-back instant -> seq, upsert version -> seq of the upsert that
+applied it). Snapshots freeze it (`snapshot.py`); checkpoints store it (`checkpoints.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_lake.lake.errors import LakeSnapshotNotFound
+from airflow_lake.lake.format.data_files import DataFile
+from airflow_lake.lake.format.log import COMPLETES, LogEntry
+from airflow_lake.lake.spec.bucketing import MURMUR3, Bucketing
+
+JSON_FORMAT = 1  # the JSON form of `to_dict`, which checkpoints used before they were Parquet
+UPSERT_ACTION = "upsert"  # entries whose metadata `versions` the version index records (`upsert/versions.py`)
+
+
+@dataclass
+class TableState:
+    """The table after log entry `seq` (mutable while folding, frozen in a Snapshot)."""
+
+    seq: int = -1
+    instant: str = ""
+    spec: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, DataFile] = field(default_factory=dict)
+    tombstones: dict[str, list[float]] = field(default_factory=dict)  # path -> [removed seq, removed at]
+    instants: dict[str, int] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=dict)
+    rolled_back: dict[str, int] = field(default_factory=dict)  # instant -> seq of its rollback
+    cleaned_before: int = 0  # snapshots before this seq may miss cleaned files
+    completed_at: float = 0.0
+    # version -> seq of the upsert entry that applied it (a later replacing upsert wins); None: not known
+    # (a state read from a checkpoint written before the index: `SnapshotResolver` rebuilds it from the log)
+    versions: dict[int, int] | None = field(default_factory=dict)
+
+    def apply(self, entry: LogEntry) -> None:
+        """Fold one entry into the state."""
+        if entry.seq != self.seq + 1:
+            raise LakeSnapshotNotFound(f"log entry {entry.seq} follows {self.seq}: the log has a gap.")
+        if "spec" in entry.metadata:
+            _stamp_bucketing(self.files, self.spec)
+            self.spec = dict(entry.metadata["spec"])
+        for path in entry.removed:
+            if self.files.pop(path, None) is not None:
+                self.tombstones[path] = [entry.seq, entry.completed_at]
+        for data_file in entry.added:
+            self.files[data_file.path] = data_file
+        if entry.action == "clean":
+            for path in entry.metadata.get("deleted", ()):
+                self.tombstones.pop(path, None)
+            self.cleaned_before = max(self.cleaned_before, int(entry.metadata.get("cleaned_before", 0)))
+        for instant in entry.rolled_back:
+            self.rolled_back[instant] = entry.seq
+        self.instants[entry.instant] = entry.seq
+        completes = entry.metadata.get(COMPLETES)
+        if isinstance(completes, str):  # a clustering plan's requested instant, completed by this entry
+            self.instants[completes] = entry.seq
+        if entry.request_id:
+            self.requests[entry.request_id] = entry.seq
+        if self.versions is not None:
+            for version in upsert_versions(entry):
+                self.versions[version] = entry.seq
+        self.seq = entry.seq
+        self.instant = entry.instant
+        self.completed_at = entry.completed_at
+
+    def copy(self) -> TableState:
+        """A copy that folding more entries does not change."""
+        return TableState(self.seq, self.instant, dict(self.spec), dict(self.files),
+                          dict(self.tombstones), dict(self.instants), dict(self.requests),
+                          dict(self.rolled_back), self.cleaned_before, self.completed_at,
+                          None if self.versions is None else dict(self.versions))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the legacy checkpoint format; also handy for tools)."""
+        return {
+            "format": JSON_FORMAT, "seq": self.seq, "instant": self.instant, "spec": self.spec,
+            "files": [f.to_dict() for f in self.files.values()], "tombstones": self.tombstones,
+            "instants": self.instants, "requests": self.requests, "rolled_back": self.rolled_back,
+            "cleaned_before": self.cleaned_before, "completed_at": self.completed_at,
+            **({} if self.versions is None else {"versions": versions_to_pairs(self.versions)}),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> TableState:
+        """Inverse of `to_dict`."""
+        files = (DataFile.from_dict(f) for f in raw["files"])
+        return cls(int(raw["seq"]), raw["instant"], dict(raw["spec"]), {f.path: f for f in files},
+                   dict(raw["tombstones"]), dict(raw["instants"]), dict(raw["requests"]),
+                   dict(raw["rolled_back"]), int(raw["cleaned_before"]), float(raw["completed_at"]),
+                   versions_from_pairs(raw.get("versions")))
+
+
+def upsert_versions(entry: LogEntry) -> list[int]:
+    """The versions an upsert entry applied (none for other entries)."""
+    if entry.action != UPSERT_ACTION:
+        return []
+    return [int(v) for v in entry.metadata.get("versions") or ()]
+
+
+def versions_to_pairs(versions: Mapping[int, int]) -> list[list[int]]:
+    """The version index as JSON can hold it (object keys are strings; versions are 64-bit integers)."""
+    return [[version, seq] for version, seq in sorted(versions.items())]
+
+
+def versions_from_pairs(pairs: Any) -> dict[int, int] | None:
+    """Inverse of `versions_to_pairs`; None when a stored state predates the index."""
+    return None if pairs is None else {int(version): int(seq) for version, seq in pairs}
+
+
+def _stamp_bucketing(files: dict[str, DataFile], spec: Mapping[str, Any]) -> None:
+    """Before the spec changes, give bucketed files that do not record their bucketing (written before files
+    did) the bucketing of the spec they were written under, so they are not read under the new one."""
+    bucket = spec.get("bucket")
+    if not bucket:
+        return
+    key = Bucketing(tuple(bucket["columns"]), int(bucket["count"]), bucket.get("hash") or MURMUR3).key()
+    for path, data_file in files.items():
+        if data_file.bucket is not None and data_file.bucketing is None:
+            files[path] = dataclasses.replace(data_file, bucketing=key)

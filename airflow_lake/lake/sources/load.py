@@ -1,0 +1,133 @@
+"""Sources of a write: files (Parquet, CSV, JSON) or a Spark SQL query over lake tables."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.lake.commit.reads import TableRead
+from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.sources.query_guard import read_only_query
+from airflow_lake.lake.sources.strict_files import read_files, read_mode, refuse_lake_table_path
+from airflow_lake.lake.spec.strict import SpecReader
+from airflow_lake.lake.spec.table_spec import IDENTIFIER, TableSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+FORMATS = ("parquet", "csv", "json")
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A lake table a query reads, registered as a temporary view called `name`."""
+
+    name: str
+    path: str
+    as_of: int | str | None = None
+    # filters the scan applies (and prunes files and partitions with): choosing partitions here keeps a
+    # read of a table bucketed from a partition on, or with per-partition counts, one bucketed scan
+    filters: tuple[tuple[Any, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class Source:
+    """Either files at `path` in `format`, or a `query` over `tables`."""
+
+    path: str | None = None
+    format: str = "parquet"
+    options: Mapping[str, str] = field(default_factory=dict)
+    query: str | None = None
+    tables: tuple[TableRef, ...] = ()
+
+    def describe(self) -> dict[str, Any]:
+        """Short JSON form for instant metadata."""
+        if self.query is not None:
+            return {"query": self.query, "tables": {t.name: t.path for t in self.tables}}
+        return {"path": self.path, "format": self.format}
+
+    @classmethod
+    def from_dict(cls, raw: Any, field_name: str = "source") -> Source:
+        """Validate a source spec, strictly like every spec (`SpecReader`: unknown keys and wrong types fail)."""
+        reader = SpecReader(raw, "write", field_name)
+        path, query = reader.string("path"), reader.string("query")
+        if (path is None) == (query is None):
+            raise LakeSpecError(field_name, "give exactly one of `path` and `query`.",
+                                "Read files with `path` or lake tables with `query` + `tables`.")
+        options = reader.mapping("options") or {}
+        fmt = reader.string("format", default="parquet")
+        tables = reader.mapping("tables") or {}
+        reader.done()
+        if path is not None:
+            refuse_lake_table_path(path, f"{field_name}.path")
+            if fmt not in FORMATS:
+                raise LakeSpecError(f"{field_name}.format", f"unknown format {fmt!r}.",
+                                    f"Use one of {', '.join(FORMATS)}.")
+            read_mode(options, field_name)  # before Spark starts
+            return cls(path=path, format=fmt, options={str(k): str(v) for k, v in options.items()})
+        refs = []
+        for name, ref in tables.items():
+            where = f"{field_name}.tables.{name}"
+            if not isinstance(name, str) or not IDENTIFIER.match(name):
+                raise LakeSpecError(where, f"{name!r} is not a valid view name.",
+                                    "Use letters, digits and underscores.")
+            if isinstance(ref, str):
+                refs.append(TableRef(name, ref))
+            elif isinstance(ref, Mapping) and isinstance(ref.get("path"), str):
+                unknown = sorted(str(k) for k in ref if k not in ("path", "as_of", "filters"))
+                if unknown:
+                    raise LakeSpecError(f"{where}.{unknown[0]}", "unknown key.", "Use path, as_of and filters.")
+                filters = ref.get("filters") or []
+                if not isinstance(filters, list) or not all(isinstance(f, list | tuple) for f in filters):
+                    raise LakeSpecError(f"{where}.filters", f"{filters!r} is not a list of filters.",
+                                        "Give [['dt', '>=', '2024-06-01'], ...].")
+                refs.append(TableRef(name, ref["path"], ref.get("as_of"), tuple(tuple(f) for f in filters)))
+            else:
+                raise LakeSpecError(where, f"{ref!r} is not a table reference.",
+                                    "Give a path, or {'path': ..., 'as_of': ..., 'filters': [...]}.")
+        assert query is not None
+        return cls(query=query, tables=tuple(refs))
+
+
+def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, dict[str, int]] | None = None,
+         optional: Collection[str] = (), *, pin: Mapping[str, int] | None = None
+         ) -> tuple[DataFrame, dict[str, list[TableRead]]]:
+    """The source as a DataFrame, and per lake table URL the scans it reads (for the isolation check).
+
+    `pin` maps table URLs to the snapshot a query reads them at when its reference names no `as_of`: the
+    table a job commits to is read at the job's base (`LakeTable.begin(base=...)`), never at a newer state.
+    `scans` (if given) gets, per query table name, the files read and the files skipped by their stats;
+    `optional` columns may be missing from CSV and JSON files (a partial upsert).
+    """
+    from airflow_lake.lake.spark.bucketed_read import register
+    from airflow_lake.lake.table import LakeTable
+    from airflow_lake.lake.upsert.merge_read import raw_scan
+
+    if source.path is not None:
+        refuse_lake_table_path(source.path)
+        return read_files(spark, source.path, source.format, source.options, spec=spec, optional=optional), {}
+    reads: dict[str, list[TableRead]] = {}
+    for ref in source.tables:
+        table = LakeTable.open(ref.path)
+        as_of = (pin or {}).get(table.url) if ref.as_of is None else ref.as_of
+        snapshot = table.snapshot(as_of)
+        if snapshot.spec.primary_key:  # merged per key, as any read of a primary-key table; only key filters
+            # decide which files are read (a stale value must not hide a key's newer one)
+            scan = raw_scan(table, snapshot, filters=ref.filters or None)
+            table.register(spark, ref.name, as_of=snapshot.seq, filters=ref.filters or None)
+        else:
+            scan = table.scan(filters=ref.filters or None, as_of=snapshot.seq)
+            register(spark, scan, ref.name)  # bucketed where the table is
+        if ref.as_of is None:  # a time-travel read sees a fixed snapshot: no later commit changes it
+            reads.setdefault(table.url, []).append(
+                TableRead(snapshot.seq, frozenset(f.path for f in scan.files), scan.filters, snapshot.spec))
+        log.info("query table %s (%s) at snapshot %d: %d of %d file(s) read, %d skipped", ref.name, table.url,
+                 snapshot.seq, len(scan.files), scan.files_total, scan.files_skipped)
+        if scans is not None:
+            scans[ref.name] = {"files_read": len(scan.files), "files_skipped": scan.files_skipped}
+    assert source.query is not None
+    return read_only_query(spark, source.query, views=[t.name for t in source.tables]), reads

@@ -1,0 +1,82 @@
+"""A scan: the files of one snapshot that may hold rows passing the filters, and reading them with Spark."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import reduce
+from typing import TYPE_CHECKING
+
+from airflow_lake.lake.format.data_files import DataFile
+from airflow_lake.lake.format.filters import Filter
+from airflow_lake.lake.format.snapshots import Snapshot
+from airflow_lake.lake.format.storage import Storage
+from airflow_lake.lake.spark.globs import name_glob
+from airflow_lake.lake.spark.schema import to_struct
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class Scan:
+    """Files selected from a snapshot; `files_skipped` were proven by their stats to hold no match."""
+
+    storage: Storage
+    snapshot: Snapshot
+    filters: tuple[Filter, ...]
+    files: tuple[DataFile, ...]
+
+    @property
+    def files_total(self) -> int:
+        """Live files in the snapshot."""
+        return len(self.snapshot.files)
+
+    @property
+    def files_skipped(self) -> int:
+        """Live files not read."""
+        return self.files_total - len(self.files)
+
+    def to_df(self, spark: SparkSession, columns: Sequence[str] | None = None) -> DataFrame:
+        """Read the selected files with Spark and apply the filters row by row."""
+        schema = to_struct(self.snapshot.spec)
+        if self.files:
+            # Spark lists the directories of the selected files and keeps the files the glob names: planning
+            # a list of thousands of file paths instead costs seconds per thousand (docs/benchmarks.md).
+            directories = sorted({posixpath.dirname(f.path) for f in self.files})
+            glob = name_glob([posixpath.basename(f.path) for f in self.files])
+            # basePath makes Spark take partition values from the `col=value/` directories: files written
+            # since the native writer hold only the data columns (Hive convention), older ones hold all
+            # columns, and for both the value in the path is the one read. globPaths=false: a directory
+            # name is a path, never a pattern.
+            reader = spark.read.schema(schema).option("basePath", self.storage.uri("")) \
+                .option("pathGlobFilter", glob).option("globPaths", "false")
+            df = reader.parquet(*[self.storage.uri(d) for d in directories])
+            df = df.select(*[f"`{c}`" for c in self.snapshot.spec.column_names])  # table order
+        else:
+            df = spark.createDataFrame([], schema)
+        df = self.apply_filters(df)
+        if columns:
+            df = df.select(*[f"`{c}`" for c in columns])
+        return df
+
+    def apply_filters(self, df: DataFrame) -> DataFrame:
+        """`df` with the scan's filters applied row by row."""
+        if self.filters:
+            df = df.where(reduce(lambda a, b: a & b, (_predicate(f) for f in self.filters)))
+        return df
+
+
+def _predicate(flt: Filter) -> Column:
+    from pyspark.sql import functions as F
+
+    col = F.col(f"`{flt.column}`")
+    if flt.op == "=":
+        return col == F.lit(flt.value)
+    if flt.op == "in":
+        return col.isin(list(flt.value))
+    if flt.op == "between":
+        return col.between(F.lit(flt.value[0]), F.lit(flt.value[1]))
+    ops = {"<": col.__lt__, "<=": col.__le__, ">": col.__gt__, ">=": col.__ge__}
+    return ops[flt.op](F.lit(flt.value))  # type: ignore[no-any-return]

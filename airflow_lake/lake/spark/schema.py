@@ -1,0 +1,120 @@
+"""The table schema in Spark terms, and conforming a source DataFrame to it before anything is written."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from airflow_lake.lake.errors import LakeSchemaError
+from airflow_lake.lake.spec.table_spec import TableSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType, StructType
+
+# Source type -> table types it may be written to without losing information.
+_WIDENINGS: dict[str, frozenset[str]] = {
+    "tinyint": frozenset({"smallint", "int", "bigint", "double"}),
+    "smallint": frozenset({"int", "bigint", "double"}),
+    "int": frozenset({"bigint", "double"}),
+    "bigint": frozenset(),
+    "float": frozenset({"double"}),
+    "void": frozenset({"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "string",
+                       "binary", "date", "timestamp", "timestamp_ntz"}),
+}
+
+
+def spark_type(type_name: str) -> DataType:
+    """The pyspark DataType of a canonical type name."""
+    from pyspark.sql import types as T
+
+    simple: dict[str, DataType] = {
+        "boolean": T.BooleanType(), "tinyint": T.ByteType(), "smallint": T.ShortType(),
+        "int": T.IntegerType(), "bigint": T.LongType(), "float": T.FloatType(), "double": T.DoubleType(),
+        "string": T.StringType(), "binary": T.BinaryType(), "date": T.DateType(),
+        "timestamp": T.TimestampType(), "timestamp_ntz": T.TimestampNTZType(),
+    }
+    if type_name in simple:
+        return simple[type_name]
+    precision, scale = type_name[len("decimal("):-1].split(",")
+    return T.DecimalType(int(precision), int(scale))
+
+
+def to_struct(spec: TableSpec) -> StructType:
+    """The Spark schema of a table (nullable everywhere: nullability is checked at write time)."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(c.name, spark_type(c.type), True) for c in spec.columns])
+
+
+def _type_name(data_type: DataType) -> str:
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.NullType):
+        return "void"
+    if isinstance(data_type, T.StringType | T.VarcharType | T.CharType):
+        return "string"
+    return str(data_type.simpleString())
+
+
+def _raise_on_duplicates(names: list[str], what: str) -> None:
+    seen: dict[str, str] = {}
+    for name in names:
+        if name.lower() in seen:
+            raise LakeSchemaError(f"{what} has columns {seen[name.lower()]!r} and {name!r}, which differ only by case "
+                                  "(column names are case-insensitive); nothing was written. Fix: rename or drop "
+                                  "one of them.")
+        seen[name.lower()] = name
+
+
+def column_problems(names: list[str], spec: TableSpec, what: str = "the source",
+                    fix: str = "drop them from the query or create the table with them",
+                    fix_missing: str | None = None, *, optional: Collection[str] = ()) -> list[str]:
+    """What is missing from or extra in `names` (matched case-insensitively) against the table's columns
+    (`optional` ones may be missing)."""
+    given = {n.lower() for n in names}
+    wanted = {c.name.lower() for c in spec.columns}
+    problems = []
+    missing = [c.name for c in spec.columns if c.name.lower() not in given and c.name not in optional]
+    if missing:
+        problems.append(f"{what} lacks column(s) {missing}; " + (fix_missing or "select them "
+                        f"(e.g. CAST(NULL AS {spec.column(missing[0]).type.upper()}) AS {missing[0]})"))
+    extra = [n for n in names if n.lower() not in wanted]
+    if extra:
+        problems.append(f"{what} has column(s) {extra} that the table does not; {fix}")
+    return problems
+
+
+def check_columns(names: list[str], spec: TableSpec, what: str, fix: str, optional: Collection[str] = ()) -> None:
+    """Raise unless `names` are the table's columns (in any order, case-insensitively, each once; `optional`
+    ones may be missing)."""
+    _raise_on_duplicates(names, what)
+    problems = column_problems(names, spec, what, f"{fix}, or create the table with them",
+                               fix_missing="add them to the files (empty values are NULL)", optional=optional)
+    if problems:
+        raise LakeSchemaError("schema mismatch, nothing was written: " + "; ".join(problems) +
+                              f". The table's columns are {[c.name for c in spec.columns]}.")
+
+
+def conform(df: DataFrame, spec: TableSpec) -> DataFrame:
+    """Select the table's columns from `df` in table order, or raise naming every mismatch and the fix."""
+    from pyspark.sql import functions as F
+
+    names = [f.name for f in df.schema.fields]
+    _raise_on_duplicates(names, "the source")
+    source = {f.name.lower(): f for f in df.schema.fields}
+    problems = column_problems(names, spec)
+    selected = []
+    for col in spec.columns:
+        field = source.get(col.name.lower())
+        if field is None:
+            continue
+        have = _type_name(field.dataType)
+        if have != col.type and col.type not in _WIDENINGS.get(have, frozenset()):
+            problems.append(f"column {col.name!r} is {have} in the source but {col.type} in the table; "
+                            f"write CAST({col.name} AS {col.type.upper()}) in the query")
+            continue
+        selected.append(F.col(f"`{field.name}`").cast(spark_type(col.type)).alias(col.name))
+    if problems:
+        raise LakeSchemaError("schema mismatch, nothing was written: " + "; ".join(problems) + ".")
+    return df.select(*selected)

@@ -1,0 +1,245 @@
+"""Vacuum: files no log entry holds are found and deleted; everything the log or a writer needs stays (no Spark)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_lake.jobs import run
+from airflow_lake.lake import DataFile, LakeSpecError, LakeTable
+from airflow_lake.lake.format import instants
+from airflow_lake.lake.format.instants import STAGING
+from airflow_lake.lake.maintenance.orphans import PATHS_IN_METRICS, instant_of, is_hidden, vacuum
+from tests.lake.lake_core_helpers import append, data_file, live_paths, make_table, on_disk
+
+HOUR = 3600.0
+
+
+def put_parquet(table: LakeTable, data: DataFile, ids: list[int]) -> None:
+    """Write `data` as a real Parquet file, marker first as the writer does."""
+    table.storage.touch(f"{instants.markers_dir(data.instant)}/{data.path}")
+    target = Path(table.storage.path(data.path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), target)
+
+
+def drop(table: LakeTable, rel: str, content: bytes = b"debris", age_hours: float = 2.0) -> str:
+    """A file at `rel` that no writer announced, last modified `age_hours` ago."""
+    target = Path(table.storage.path(rel))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(content)
+    age(table, rel, age_hours)
+    return rel
+
+
+def age(table: LakeTable, rel: str, hours: float) -> None:
+    """Set the modification time of a file or directory `hours` back."""
+    when = time.time() - hours * HOUR
+    os.utime(table.storage.path(rel), (when, when))
+
+
+def rows(table: LakeTable, as_of: int | None = None) -> list[dict[str, Any]]:
+    """Every row of a snapshot, read with pyarrow from exactly its live files."""
+    snap = table.snapshot(as_of)
+    return sorted((r for f in snap.files for r in pq.read_table(table.storage.path(f.path)).to_pylist()),
+                  key=lambda r: r["id"])
+
+
+def every_file(table: LakeTable) -> set[str]:
+    return set(table.storage.walk_files(""))
+
+
+def test_vacuum_deletes_orphans_and_keeps_what_the_log_and_writers_need(table_path: str) -> None:
+    table = make_table(table_path)
+    # live files (real Parquet), one of them later replaced: its file is a tombstone until clean
+    txn = table.begin("commit", "write")
+    f1, f2 = data_file(txn, "a"), data_file(txn, "b")
+    put_parquet(table, f1, [1, 2])
+    put_parquet(table, f2, [3])
+    e1 = txn.commit(added=[f1, f2])
+    txn = table.begin("replace", "compact")
+    g1 = data_file(txn, "a")
+    put_parquet(table, g1, [1, 2])
+    e2 = txn.commit(added=[g1], removed=[f1.path])
+    # a rolled-back instant whose file has no marker, so its rollback did not find it
+    doomed = table.begin("commit", "write")
+    lost = drop(table, data_file(doomed, "a").path)
+    doomed.abort()
+    assert on_disk(table, lost) and doomed.instant in table.state().rolled_back
+    # an extra file of a completed instant (a failed task attempt), and files dropped in by hand
+    stray = drop(table, f"dt=b/part-{e1.instant}-attempt2-00000.parquet")
+    by_hand = [drop(table, "notes.txt"), drop(table, "dt=c/copied.parquet")]
+    fresh = drop(table, "dt=a/just-copied.parquet", age_hours=0.1)  # newer than the guard
+    # a writer at work: its instant is pending, its file (old or not) is not in any snapshot yet
+    pending = instants.request(table.storage, "commit", "write", {}, None,
+        not_before=table.state().instant, finished=table.is_finished)
+    instants.mark_inflight(table.storage, pending, base_seq=table.state().seq)
+    in_flight = drop(table, f"dt=a/part-{pending}-00000.parquet")
+    # hidden files: Spark's and Hive's rule
+    hidden = [drop(table, "_SUCCESS"), drop(table, "dt=a/.part-x.parquet.crc"), drop(table, "_tmp/x.parquet"),
+              drop(table, "dt=a/_temporary/0/part-1.parquet")]
+    # staging: of the rolled-back instant (debris), of the pending one and a recent one (kept)
+    drop(table, f"{STAGING}/{doomed.instant}/dt=a/part-0.parquet", b"staged")
+    age(table, f"{STAGING}/{doomed.instant}", 2)
+    staged_pending = drop(table, f"{STAGING}/{pending}/dt=a/part-0.parquet")
+    staged_fresh = drop(table, f"{STAGING}/{e1.instant}/dt=a/part-0.parquet", age_hours=0.1)  # newer than the guard
+    for item in (f1, f2, g1):
+        age(table, item.path, 2)
+    orphans = sorted([lost, stray, *by_hand])
+    orphan_bytes = sum(os.path.getsize(table.storage.path(p)) for p in orphans) + len(b"staged")
+    before, before_first, head = rows(table), rows(table, e1.seq), table.commit_log.head()
+
+    dry = vacuum(table, 1, dry_run=True)
+
+    assert (dry.orphans, dry.staging) == (tuple(orphans), (f"{STAGING}/{doomed.instant}",))
+    assert (dry.bytes, dry.deleted, dry.entry, dry.dry_run) == (orphan_bytes, False, None, True)
+    assert all(on_disk(table, p) for p in orphans) and table.storage.exists(f"{STAGING}/{doomed.instant}")
+    assert table.commit_log.head() == head
+
+    result = vacuum(table, 1, request_id="vac-1")
+
+    assert (result.orphans, result.staging, result.bytes) == (dry.orphans, dry.staging, orphan_bytes)
+    assert result.deleted and not result.dry_run
+    assert not any(on_disk(table, p) for p in orphans)
+    assert not table.storage.exists(f"{STAGING}/{doomed.instant}")
+    kept = {f1.path, f2.path, g1.path, fresh, in_flight, staged_pending, staged_fresh, *hidden}
+    assert kept <= every_file(table)
+    # the log entry: a clean action by the vacuum operation that lists what went
+    entry = result.entry
+    assert entry is not None and entry.seq == head + 1 and table.commit_log.head() == entry.seq
+    assert (entry.action, entry.operation, entry.request_id) == ("clean", "vacuum", "vac-1")
+    assert entry.metadata["orphans"] == orphans
+    assert entry.metadata["staging"] == [f"{STAGING}/{doomed.instant}"]
+    assert entry.metadata["older_than_hours"] == 1 and "deleted" not in entry.metadata
+    assert entry.metrics == {
+        "orphans_found": 4, "staging_dirs_found": 1, "orphan_bytes": orphan_bytes, "files_deleted": 4,
+        "staging_dirs_deleted": 1, "bytes_freed": orphan_bytes, "dry_run": False, "older_than_hours": 1,
+        "paths": [*orphans, f"{STAGING}/{doomed.instant}/"], "paths_truncated": False, "nested_tables_skipped": []}
+    assert table.find_request("vac-1") == entry
+    # the table reads the same, now and as of before the replace; clean's bookkeeping is untouched
+    assert rows(table) == before == [{"id": 1}, {"id": 2}, {"id": 3}]
+    assert rows(table, e1.seq) == before_first
+    assert live_paths(table) == {f2.path, g1.path}
+    state = table.state()
+    assert set(state.tombstones) == {f1.path} and state.tombstones[f1.path][0] == e2.seq
+    assert state.cleaned_before == 0
+    # nothing left to do: no entry
+    again = vacuum(table, 1)
+    assert (again.orphans, again.staging, again.entry, again.deleted) == ((), (), None, False)
+    assert table.commit_log.head() == entry.seq
+    # clean still deletes the tombstone afterwards
+    cleaned = table.clean(retain_hours=0)
+    assert cleaned is not None and cleaned.metadata["deleted"] == [f1.path] and not on_disk(table, f1)
+
+
+def test_a_finished_pending_instant_is_vacuumed_after_it_completes(table_path: str) -> None:
+    table = make_table(table_path)
+    txn = table.begin("commit", "write")
+    item = data_file(txn, "a")
+    put_parquet(table, item, [1])
+    extra = drop(table, f"dt=a/part-{txn.instant}-extra.parquet")  # written, then left out of the commit
+    assert vacuum(table, 0, now=time.time() + 1).orphans == ()  # pending: the writer may still commit it
+    txn.commit(added=[item])
+    result = vacuum(table, 0, now=time.time() + 1)
+    assert result.orphans == (extra,) and not on_disk(table, extra) and on_disk(table, item)
+
+
+def test_files_of_instants_newer_than_the_vacuum_are_kept(table_path: str) -> None:
+    table = make_table(table_path)
+    # a writer that requests its instant after vacuum read the pending list is in neither list nor log
+    later = instants.format_id(int((time.time() + 60) * 1000))
+    newer = drop(table, f"dt=a/part-{later}-00000.parquet")
+    drop(table, f"{STAGING}/{later}/part-0.parquet")
+    age(table, f"{STAGING}/{later}", 2)
+    result = vacuum(table, 0, now=time.time() + 1)
+    assert (result.orphans, result.staging) == ((), ())
+    assert on_disk(table, newer) and table.storage.exists(f"{STAGING}/{later}")
+
+
+def test_default_age_guard_is_the_retention_property(table_path: str) -> None:
+    table = make_table(table_path, {"clean.retain.hours": "3"})
+    old = drop(table, "dt=a/old.parquet", age_hours=2)
+    assert vacuum(table).orphans == ()  # two hours old, the guard is three
+    assert on_disk(table, old)
+    result = vacuum(table, now=time.time() + 2 * HOUR)
+    assert result.orphans == (old,) and result.older_than_hours == 3.0 and not on_disk(table, old)
+    assert result.entry is not None and result.entry.metadata["older_than_hours"] == 3.0
+
+
+def test_zero_hours_takes_every_orphan_and_staging_of_unknown_names_stays(table_path: str) -> None:
+    table = make_table(table_path)
+    _, (live,) = append(table, "a", disk=True)
+    just_now = drop(table, "dt=a/just-now.parquet", age_hours=0)
+    drop(table, f"{STAGING}/not-an-instant/x.parquet")
+    result = vacuum(table, 0, now=time.time() + 1)
+    assert result.orphans == (just_now,) and result.staging == ()
+    assert on_disk(table, live) and table.storage.exists(f"{STAGING}/not-an-instant/x.parquet")
+
+
+def test_empty_table_and_bad_hours(table_path: str) -> None:
+    table = make_table(table_path)
+    result = vacuum(table, 0)
+    assert (result.orphans, result.staging, result.bytes, result.entry) == ((), (), 0, None)
+    assert [i.action for i in table.timeline()] == ["create"]
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(LakeSpecError, match="older_than_hours"):
+            vacuum(table, bad)
+
+
+def test_paths_in_the_metrics_are_capped(table_path: str) -> None:
+    table = make_table(table_path)
+    names = sorted(drop(table, f"dt=a/debris-{n:04d}.parquet") for n in range(PATHS_IN_METRICS + 5))
+    result = vacuum(table, 1)
+    assert result.entry is not None
+    assert result.entry.metadata["orphans"] == names  # the log keeps every path
+    metrics = result.entry.metrics
+    assert metrics["paths"] == names[:PATHS_IN_METRICS] and metrics["paths_truncated"] is True
+    assert metrics["files_deleted"] == PATHS_IN_METRICS + 5
+
+
+def test_name_rules() -> None:
+    assert instant_of("dt=a/part-20261121054330123-abc_00003.parquet") == "20261121054330123"
+    assert instant_of("part-20261121054330123-x.parquet") == "20261121054330123"
+    assert instant_of("dt=part-20261121054330123-/x.parquet") is None  # the file name, not a directory
+    assert instant_of("part-2026112105433012-x.parquet") is None
+    assert instant_of("notes.txt") is None
+    assert is_hidden("_lake/log/0.json") and is_hidden("dt=a/.x.crc") and is_hidden("dt=a/_SUCCESS")
+    assert not is_hidden("dt=a/part-1.parquet") and not is_hidden("x_y/a.parquet")
+
+
+# -- through the job runner --------------------------------------------------------------------------
+def test_runner_operation(table_path: str) -> None:
+    table = make_table(table_path)
+    orphan = drop(table, "dt=a/orphan.parquet")
+    dry = run(None, "vacuum", {"table": table_path, "older_than_hours": 1, "dry_run": True})
+    assert dry == {"table": table.url, "operation": "vacuum", "orphans_found": 1, "staging_dirs_found": 0,
+                   "orphan_bytes": 6, "files_deleted": 0, "staging_dirs_deleted": 0, "bytes_freed": 0,
+                   "dry_run": True, "older_than_hours": 1.0, "paths": [orphan], "paths_truncated": False,
+                   "nested_tables_skipped": []}
+    assert on_disk(table, orphan)
+    done = run(None, "vacuum", {"table": table_path, "older_than_hours": 1, "request_id": "r-1"})
+    assert (done["files_deleted"], done["bytes_freed"], done["dry_run"]) == (1, 6, False)
+    assert (done["action"], done["seq"], done["request_id"]) == ("clean", 1, "r-1")
+    assert not on_disk(table, orphan)
+    noop = run(None, "vacuum", {"table": table_path, "older_than_hours": 1})
+    assert (noop["orphans_found"], noop["files_deleted"]) == (0, 0) and "seq" not in noop
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"older_than_hours": -1}, "older_than_hours"),
+    ({"older_than_hours": "1"}, "older_than_hours"),
+    ({"dry_run": "yes"}, "dry_run"),
+    ({"dry_run": 1}, "dry_run"),
+    ({"retain_hours": 1}, "retain_hours"),
+    ({"table": None}, "table"),
+])
+def test_runner_rejects_bad_specs(table_path: str, spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(LakeSpecError) as caught:
+        run(None, "vacuum", {"table": table_path, **spec})
+    assert caught.value.field == field

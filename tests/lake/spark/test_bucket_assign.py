@@ -1,0 +1,80 @@
+"""Bucket assignment of written rows: one sorted file per bucket, and no extra shuffle when the rows are
+already hash-partitioned like the buckets (LAS write-side shuffle elimination)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from airflow_lake.jobs import run
+from tests.lake.buckets.bucket_helpers import file_rows_in_their_bucket, make, rows_df
+
+
+def test_a_write_from_rows_hashed_like_its_buckets_adds_no_shuffle(spark: Any, tmp_path: Path) -> None:
+    source = make(tmp_path / "src", bucket={"columns": ["k"], "count": 8})
+    source.write(rows_df(spark, 400, days=("d1", "d2", "d3")))
+    query = "SELECT k, sum(v) AS total, max(dt) AS dt FROM s GROUP BY k"
+    same = make(tmp_path / "same", bucket={"columns": ["k"], "count": 8, "sort_columns": ["total"]},
+                schema="k BIGINT, total BIGINT, dt STRING")
+    metrics = run(spark, "write", {"table": same.url, "source": {"query": query, "tables": {"s": source.url}}})
+    assert (metrics["query_exchanges"], metrics["write_exchanges"]) == (0, 0)  # no shuffle at all
+    files = same.snapshot().files
+    assert sorted(f.bucket for f in files) == list(range(8))  # still one file per bucket (all in dt=d3)
+    file_rows_in_their_bucket(spark, same)
+    for f in files:
+        totals = pq.read_table(same.storage.path(f.path)).column("total").to_pylist()
+        assert totals == sorted(totals)
+    assert sorted(tuple(r) for r in same.read(spark).collect()) == sorted(
+        (k, 3 * 10 * k, "d3") for k in range(400))
+
+    other = make(tmp_path / "other", bucket={"columns": ["k"], "count": 16}, schema="k BIGINT, total BIGINT, dt STRING")
+    metrics = run(spark, "write", {"table": other.url, "source": {"query": query, "tables": {"s": source.url}}})
+    assert (metrics["query_exchanges"], metrics["write_exchanges"]) == (0, 1)  # another count: shuffled
+    assert sorted(f.bucket for f in other.snapshot().files) == list(range(16))
+    file_rows_in_their_bucket(spark, other)
+    renamed = make(tmp_path / "renamed", bucket={"columns": ["total"], "count": 8},
+                   schema="k BIGINT, total BIGINT, dt STRING")
+    metrics = run(spark, "write", {"table": renamed.url, "source": {"query": query, "tables": {"s": source.url}}})
+    assert metrics["write_exchanges"] == 1  # other bucket columns: shuffled
+    file_rows_in_their_bucket(spark, renamed)
+
+
+def test_max_exchanges_refuses_a_shuffling_write_before_anything_is_written(spark: Any, tmp_path: Path) -> None:
+    import pytest
+
+    from airflow_lake.lake.errors import LakeShuffleError
+
+    source = make(tmp_path / "src", bucket={"columns": ["k"], "count": 8})
+    source.write(rows_df(spark, 200, days=("d1",)))
+    query = "SELECT k, sum(v) AS total, max(dt) AS dt FROM s GROUP BY k"
+    other = make(tmp_path / "other", bucket={"columns": ["k"], "count": 16}, schema="k BIGINT, total BIGINT, dt STRING")
+    spec = {"table": other.url, "source": {"query": query, "tables": {"s": source.url}}, "max_exchanges": 0}
+    with pytest.raises(LakeShuffleError, match=r"1 shuffle Exchange\(s\) \(0 in the query, 1 added by the write\)"):
+        run(spark, "write", spec)
+    assert not other.snapshot().files and all(e.action != "commit" for e in other.entries_since(0))
+    assert not list(Path(other.url).rglob("*.parquet"))
+    same = make(tmp_path / "same", bucket={"columns": ["k"], "count": 8}, schema="k BIGINT, total BIGINT, dt STRING")
+    metrics = run(spark, "write", {**spec, "table": same.url})  # bucket to bucket: allowed
+    assert (metrics["query_exchanges"], metrics["write_exchanges"], metrics["rows_added"]) == (0, 0, 200)
+
+
+def test_a_join_that_coalesces_buckets_writes_into_the_coalesced_count_without_a_shuffle(
+        spark: Any, tmp_path: Path) -> None:
+    big = make(tmp_path / "big", bucket={"columns": ["k"], "count": 16})
+    big.write(rows_df(spark, 300, days=("d1",)))
+    small = make(tmp_path / "small", bucket={"columns": ["k"], "count": 8})
+    small.write(rows_df(spark, 300, days=("d1",)))
+    out = make(tmp_path / "out", bucket={"columns": ["k"], "count": 8}, schema="k BIGINT, total BIGINT, dt STRING")
+    query = "SELECT b.k, b.v + s.v AS total, b.dt FROM b JOIN s ON b.k = s.k"
+    from airflow_lake.lake.spark.bucketed_read import READ_CONF
+    from airflow_lake.lake.spark.session_conf import session_conf
+
+    # as a job's session reads (READ_CONF: coalescing on), with a bucketed join rather than a broadcast
+    with session_conf(spark, {**READ_CONF, "spark.sql.autoBroadcastJoinThreshold": "-1"}):
+        metrics = run(spark, "write", {"table": out.url, "max_exchanges": 0,
+                                       "source": {"query": query, "tables": {"b": big.url, "s": small.url}}})
+    assert (metrics["query_exchanges"], metrics["write_exchanges"]) == (0, 0)  # 16 coalesced to 8 in the join
+    file_rows_in_their_bucket(spark, out)
+    assert out.read(spark).count() == 300
