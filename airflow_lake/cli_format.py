@@ -71,7 +71,7 @@ def instant_summary(instant: Mapping[str, Any]) -> str:
         reason = (instant.get("metadata") or {}).get("reason")
         return f"rolled back {fmt_list(metrics['rolled_back'])}" + (f" ({reason})" if reason else "")
     if "orphans_found" in metrics:
-        return (f"vacuumed {metrics.get('files_deleted', 0)} orphan file(s), "
+        return (f"removed {metrics.get('files_deleted', 0)} orphan file(s), "
                 f"{metrics.get('staging_dirs_deleted', 0)} staging dir(s), "
                 f"{fmt_bytes(int(metrics.get('bytes_freed', 0)))} freed")
     if "files_deleted" in metrics:
@@ -167,8 +167,8 @@ def render_show(data: Mapping[str, Any]) -> str:
                         render_table(["PROPERTY", "VALUE"], props)])
 
 
-def render_vacuum(data: Mapping[str, Any]) -> str:
-    """Text form of `airflow-lake vacuum`: what was (or, in a dry run, would be) deleted, one path a line."""
+def render_remove_orphan_files(data: Mapping[str, Any]) -> str:
+    """Text form of `airflow-lake remove-orphan-files`: what was (or in a dry run would be) deleted, a path a line."""
     hours = f"{data['older_than_hours']:g} h"
     listed = [*data["orphans"], *(f"{d}/" for d in data["staging"])]
     nested = [f"left alone (another lake table lies there): {d}/" for d in data.get("nested_tables") or ()]

@@ -21,9 +21,10 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [{"integration-name": "Airflow Lake", "python-modules": ["airflow_lake.hooks.lake"]}],
         "operators": [
             {"integration-name": "Airflow Lake",
-             "python-modules": ["airflow_lake.operators.write", "airflow_lake.operators.table",
-                                "airflow_lake.operators.bucket_rewrite", "airflow_lake.operators.clustering",
-                                "airflow_lake.operators.upsert", "airflow_lake.operators.compact"]},
+             "python-modules": ["airflow_lake.operators.write", "airflow_lake.operators.create_table",
+                                "airflow_lake.operators.maintenance", "airflow_lake.operators.bucket_rewrite",
+                                "airflow_lake.operators.clustering", "airflow_lake.operators.upsert",
+                                "airflow_lake.operators.compact_upserts"]},
         ],
         "sensors": [{"integration-name": "Airflow Lake", "python-modules": ["airflow_lake.sensors.commit_count"]}],
         "triggers": [{"integration-name": "Airflow Lake", "python-modules": ["airflow_lake.triggers.commit_count"]}],

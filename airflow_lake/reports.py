@@ -10,7 +10,7 @@ from airflow_lake import cli_format as fmt
 from airflow_lake.lake.clustering.timeline import commits_since, pending_plans
 from airflow_lake.lake.format import instants
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
-from airflow_lake.lake.maintenance.orphans import vacuum
+from airflow_lake.lake.maintenance.orphans import remove_orphan_files
 from airflow_lake.lake.spec.table_spec import DEFAULT_PROPERTIES
 from airflow_lake.lake.table import LakeTable
 
@@ -92,9 +92,9 @@ def plans_data(table: LakeTable) -> Data:
             "last_clustering": counted.since_instant, "plans": plans}
 
 
-def vacuum_data(table: LakeTable, older_than_hours: float | None, dry_run: bool) -> Data:
+def orphan_files_data(table: LakeTable, older_than_hours: float | None, dry_run: bool) -> Data:
     """Delete (or with `dry_run` only list) the files no log entry holds; what was found and done."""
-    result = vacuum(table, older_than_hours, dry_run=dry_run)
+    result = remove_orphan_files(table, older_than_hours, dry_run=dry_run)
     return {"table": table.url, **result.to_dict()}
 
 

@@ -5,7 +5,7 @@ asset event from `lake_ods_to_dm`) queues a run.
   `min_commits` commits since its last clustering;
 - `ScheduleClusteringOperator` -> `ExecuteClusteringOperator`: the DM partitions' small files rewritten in
   Z-order (or Hilbert order) over the columns the dashboards filter on, so their queries skip files;
-- `CompactOperator` on the primary-key dimensions (their upserts folded into base files);
+- `CompactUpsertsOperator` on the primary-key dimensions (their upserts folded into base files);
 - `LakeCleanOperator` on every table: files replaced more than `retain_hours` ago are deleted.
 
     airflow dags test lake_maintenance 2024-01-02 -c '{"layout": "HILBERT"}'
@@ -21,8 +21,8 @@ from airflow.sdk import DAG, Param
 from airflow_lake.assets import table_asset
 from airflow_lake.examples.video_pipeline import DM_SORT_COLUMNS, SPARK_CONN_ID, TABLES
 from airflow_lake.operators.clustering import ExecuteClusteringOperator, ScheduleClusteringOperator
-from airflow_lake.operators.compact import CompactOperator
-from airflow_lake.operators.table import LakeCleanOperator
+from airflow_lake.operators.compact_upserts import CompactUpsertsOperator
+from airflow_lake.operators.maintenance import LakeCleanOperator
 from airflow_lake.sensors.commit_count import CommitCountSensor
 
 DM = TABLES["dm_work_7d"]
@@ -61,7 +61,8 @@ with DAG(
         target_file_max_bytes="{{ params.target_file_bytes }}",
     )
     cluster = ExecuteClusteringOperator(task_id="cluster_dm", table=DM, plan_id=plan.output["plan_id"])
-    compact = [CompactOperator(task_id=f"compact_{name}", table=TABLES[name]) for name in ("ods_works", "ods_users")]
+    compact = [CompactUpsertsOperator(task_id=f"compact_{name}", table=TABLES[name])
+               for name in ("ods_works", "ods_users")]
     clean = LakeCleanOperator.partial(
         task_id="clean", retain_hours="{{ params.retain_hours }}", trigger_rule="none_failed", conn_id=SPARK_CONN_ID,
     ).expand(table=list(TABLES.values()))

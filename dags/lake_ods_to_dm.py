@@ -49,7 +49,7 @@ from airflow_lake.examples.video_pipeline import (
     run_day,
 )
 from airflow_lake.examples.video_pipeline import check_params as check_run_params
-from airflow_lake.operators.table import LakeCreateTableOperator
+from airflow_lake.operators.create_table import LakeCreateTableOperator
 from airflow_lake.operators.upsert import VersionedUpsertOperator
 from airflow_lake.operators.write import LakeWriteOperator
 

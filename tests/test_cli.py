@@ -87,7 +87,7 @@ def test_timeline_text_shows_every_state(table: LakeTable, capsys: pytest.Captur
     assert "files +1/-0, rows +10" in out
     assert "files +3/-0, rows +32" in out
     assert row(out, doomed)[1:5] == ["commit", "write", "rolled_back", "3"]
-    assert row(out, rollback.instant)[1:5] == ["rollback", "rollback", "completed", "3"]
+    assert row(out, rollback.instant)[1:5] == ["rollback", "rollback_pending", "completed", "3"]
     assert f"rolled back {doomed}" in out
     assert row(out, requested)[1:6] == ["replace", "cluster", "requested", "-", "-"]
     assert row(out, inflight)[1:6] == ["commit", "write", "inflight", "-", "-"]
@@ -251,7 +251,7 @@ def test_show_json_as_of(table: LakeTable, capsys: pytest.CaptureFixture[str]) -
     assert (data["pending"], data["pending_count"]) == ([], 0)
 
 
-# -- vacuum -----------------------------------------------------------------------------------------
+# -- remove-orphan-files ----------------------------------------------------------------------------
 def orphan(table: LakeTable, rel: str, age_hours: float) -> str:
     """A file no log entry holds, last modified `age_hours` ago."""
     path = Path(table.storage.path(rel))
@@ -262,12 +262,12 @@ def orphan(table: LakeTable, rel: str, age_hours: float) -> str:
     return rel
 
 
-def test_vacuum_dry_run_then_delete(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
+def test_remove_orphan_files_dry_run_then_delete(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
     old = orphan(table, "dt=a/part-20200101000000000-lost_00001.parquet", age_hours=200)
     new = orphan(table, "dt=b/copied.parquet", age_hours=1)
     live = table.snapshot().files
 
-    code, out, err = run(capsys, "vacuum", table.url, "--dry-run")  # default guard: clean.retain.hours, 168 h
+    code, out, err = run(capsys, "remove-orphan-files", table.url, "--dry-run")  # guard: clean.retain.hours, 168 h
 
     assert (code, err) == (0, "")
     assert out.splitlines() == [f"table {table.url}",
@@ -275,7 +275,7 @@ def test_vacuum_dry_run_then_delete(table: LakeTable, capsys: pytest.CaptureFixt
                                 "(untouched for 168 h)", "", old]
     assert Path(table.storage.path(old)).exists() and table.commit_log.head() == 2
 
-    code, out, _ = run(capsys, "vacuum", table.url, "--json")
+    code, out, _ = run(capsys, "remove-orphan-files", table.url, "--json")
 
     assert code == 0
     data = json.loads(out)
@@ -285,29 +285,59 @@ def test_vacuum_dry_run_then_delete(table: LakeTable, capsys: pytest.CaptureFixt
     assert data["instant"] == table.commit_log.read(3).instant
     assert not Path(table.storage.path(old)).exists() and Path(table.storage.path(new)).exists()
     _, out, _ = run(capsys, "timeline", table.url)
-    assert row(out, data["instant"])[1:5] == ["clean", "vacuum", "completed", "3"]
-    assert "vacuumed 1 orphan file(s), 0 staging dir(s), 2.0 KiB freed" in out
+    assert row(out, data["instant"])[1:5] == ["clean", "remove_orphan_files", "completed", "3"]
+    assert "removed 1 orphan file(s), 0 staging dir(s), 2.0 KiB freed" in out
 
-    _, out, _ = run(capsys, "vacuum", table.url, "--older-than-hours", "0.5", "--dry-run", "--json")
+    _, out, _ = run(capsys, "remove-orphan-files", table.url, "--older-than-hours", "0.5", "--dry-run", "--json")
     assert json.loads(out)["orphans"] == [new]
-    code, out, _ = run(capsys, "vacuum", table.url, "--older-than-hours", "0.5")
+    code, out, _ = run(capsys, "remove-orphan-files", table.url, "--older-than-hours", "0.5")
     assert code == 0 and row(out, "deleted")[:3] == ["deleted", "1", "orphan"]
     assert f"recorded as instant {table.commit_log.read(4).instant}, seq 4" in out
-    _, out, _ = run(capsys, "vacuum", table.url)
+    _, out, _ = run(capsys, "remove-orphan-files", table.url)
     assert out.splitlines() == [f"table {table.url}", "no orphans untouched for 168 h"]
     assert table.commit_log.head() == 4
     assert table.snapshot().files == live
 
 
-def test_vacuum_usage_errors(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
+def test_remove_orphan_files_usage_errors(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
     for hours in ("-1", "soon", "nan"):
-        assert main(["vacuum", table.url, "--older-than-hours", hours]) == 2
+        assert main(["remove-orphan-files", table.url, "--older-than-hours", hours]) == 2
         assert "--older-than-hours" in capsys.readouterr().err
     assert table.commit_log.head() == 2
 
 
+def test_vacuum_still_works_warns_and_its_old_entries_still_read(table: LakeTable,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`vacuum` is the deprecated name of `remove-orphan-files` (issue 21): it does the same, says so on stderr,
+    and an entry an older release recorded as operation `vacuum` shows in the timeline and on the Lake page."""
+    old_entry = table.append_entry("clean", "vacuum", request_id="old-1",  # as releases before issue 21 wrote it
+                                   metadata={"orphans": ["dt=a/x.parquet"], "staging": []},
+                                   metrics_of=lambda: {"orphans_found": 1, "files_deleted": 1, "bytes_freed": 10})
+    assert old_entry is not None
+    debris = orphan(table, "dt=a/part-20200101000000000-lost_00001.parquet", age_hours=200)
+
+    code, out, err = run(capsys, "vacuum", table.url, "--json")
+
+    assert code == 0 and not Path(table.storage.path(debris)).exists()
+    assert err == "airflow-lake: `airflow-lake vacuum` is deprecated; use `airflow-lake remove-orphan-files` " \
+                  "(same arguments).\n"
+    new_entry = table.commit_log.read(json.loads(out)["seq"])
+    assert (new_entry.action, new_entry.operation) == ("clean", "remove_orphan_files")
+    _, out, _ = run(capsys, "timeline", table.url)
+    assert row(out, old_entry.instant)[1:5] == ["clean", "vacuum", "completed", "3"]
+    assert row(out, new_entry.instant)[1:5] == ["clean", "remove_orphan_files", "completed", "4"]
+    assert out.count("removed 1 orphan file(s)") == 2
+
+    from airflow_lake.ui.data import table_detail
+    from airflow_lake.ui.pages import table_page
+    from airflow_lake.ui.roots import resolve
+
+    page = table_page(table_detail(resolve(f"0/{Path(table.url).name}", [str(Path(table.url).parent)])), [])
+    assert "<td>vacuum</td>" in page and "<td>remove_orphan_files</td>" in page
+
+
 # -- errors -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("command", ["timeline", "files", "show", "vacuum"])
+@pytest.mark.parametrize("command", ["timeline", "files", "show", "remove-orphan-files"])
 def test_missing_table(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
     code, out, err = run(capsys, command, str(tmp_path / "nothing"))
 

@@ -25,14 +25,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-EVENTS_SCHEMA = ("event_id BIGINT NOT NULL, event_type STRING, work_id BIGINT, user_id BIGINT, play_ms BIGINT, "
-                 "event_ts TIMESTAMP, dt STRING")
-WORKS_SCHEMA = ("work_id BIGINT NOT NULL, author_id BIGINT, category STRING, title STRING, duration_s INT, "
-                "edits BIGINT")
-WORKS_MERGE = {"title": "last_non_null", "edits": "sum"}
-WORKS_NULLS = {"title": ["null"]}
-USERS_SCHEMA = "user_id BIGINT NOT NULL, region STRING, level INT, followers BIGINT"
-USERS_MERGE = {"level": "max"}
 CATEGORIES = ["music", "dance", "food", "travel", "games", "pets", "sports", "comedy"]
 REGIONS = ["north", "south", "east", "west", "central"]
 FILES_PER_DAY = 4  # events arrive in small batches: the ODS table gets small files

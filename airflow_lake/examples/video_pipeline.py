@@ -12,7 +12,7 @@ import datetime as dt
 import os
 from typing import Any
 
-from airflow_lake.datagen import video
+from airflow_lake.datagen import video_schema as video
 
 LAKE_ROOT = os.environ.get("AIRFLOW_LAKE_ROOT", "/tmp/airflow-lake/lake")
 LANDING = os.environ.get("AIRFLOW_LAKE_LANDING", "/tmp/airflow-lake/landing")

@@ -22,6 +22,7 @@ import airflow_lake
 from airflow_lake.exceptions import LakeJobError
 from airflow_lake.hooks.package_zip import package_zip, private_dir
 from airflow_lake.jobs.identity import worker_identity
+from airflow_lake.jobs.protocol import first_line
 from airflow_lake.jobs.session import DEFAULT_CONF
 from airflow_lake.lake import faults
 
@@ -150,7 +151,7 @@ class ConnectClient:
             try:
                 spark.conf.set(key, value)
             except PySparkException as err:
-                refused.append(f"{key} ({str(err).strip().splitlines()[0]})")
+                refused.append(f"{key} ({first_line(err)})")
         if refused:
             raise LakeJobError(
                 f"Spark Connect refused these settings for a session: {', '.join(refused)}. Over Spark Connect only "
@@ -184,11 +185,10 @@ class ConnectClient:
         try:
             version, where = worker_identity(spark)
         except Exception as err:
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
             raise LakeJobError(
-                f"the Spark Connect server's Python workers cannot run airflow_lake's code: {reason}. Install "
-                f"airflow-lake=={airflow_lake.__version__} (with pyarrow and pandas) on the server, or keep "
-                "ship_package on.") from err
+                f"the Spark Connect server's Python workers cannot run airflow_lake's code: {first_line(err)}. "
+                f"Install airflow-lake=={airflow_lake.__version__} (with pyarrow and pandas) on the server, or "
+                "keep ship_package on.") from err
         shipped = PurePath(shipped_path).name if shipped_path else None
         if version != airflow_lake.__version__ or (shipped is not None and shipped not in where):
             raise LakeJobError(

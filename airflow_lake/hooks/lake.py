@@ -3,7 +3,7 @@
 The connection decides: a `spark` connection (master in its host: `local[2]`, `spark://host:7077`, yarn, k8s)
 runs each operation as one spark-submit of the job runner; a `spark_connect` connection (`sc://host:15002`)
 runs it in the task's own process on a remote session of a warm Spark Connect server. Both paths take the
-result and the failure from the job itself (`airflow_lake.jobs.outcome`), so specs, metrics, request ids,
+result and the failure from the job itself (`airflow_lake.jobs.protocol`), so specs, metrics, request ids,
 retries and error messages are the same.
 """
 
@@ -27,13 +27,9 @@ from airflow_lake.hooks.connect import ConnectClient, TaskKilled
 from airflow_lake.hooks.package_zip import package_zip
 from airflow_lake.hooks.submit import LakeSubmitHook
 from airflow_lake.jobs import ENTRY_POINT
-from airflow_lake.jobs.ops.common import entry_metrics
-from airflow_lake.jobs.outcome import NONCE_ENV, Failure, classify
+from airflow_lake.jobs.protocol import NONCE_ENV, Failure, classify
 from airflow_lake.jobs.registry import get, validate
-from airflow_lake.jobs.runner import run
 from airflow_lake.lake.errors import LakeError, LakeTableNotFound
-from airflow_lake.lake.format.instants import pending
-from airflow_lake.lake.table import LakeTable
 
 CONNECT_CONN_TYPE = "spark_connect"
 
@@ -142,6 +138,8 @@ class LakeHook(BaseHook):
         """A metadata-only operation in this process (its lake errors raised as they are)."""
         table, request_id = str(payload.get("table", "")), str(payload["request_id"])
         done_before = self._committed(operation, table, request_id)
+        from airflow_lake.jobs.runner import run  # the lake core: loaded when a task runs, not at DAG parse
+
         result = run(None, operation, payload)
         stored = self.read_metrics(operation, table, request_id, already_committed=done_before)
         # no entry (nothing to do, a dry run): what the run reported is all there is to say
@@ -191,6 +189,8 @@ class LakeHook(BaseHook):
         try:
             if self._kill_requested:  # (on_kill saw no client yet)
                 raise TaskKilled("the task was killed")
+            from airflow_lake.jobs.runner import run
+
             return run(client.open(), operation, payload)
         except BaseException as err:
             if client.killed or self._kill_requested:
@@ -206,21 +206,26 @@ class LakeHook(BaseHook):
 
     def _committed(self, operation: str, table: str, request_id: str) -> bool:
         """Whether an instant of `request_id` completed before this run (a retry of a committed task)."""
+        from airflow_lake.lake.commit import requests
+        from airflow_lake.lake.table import LakeTable
+
         try:
-            return LakeTable.open(table).find_request(request_id, operation) is not None
-        except (LakeTableNotFound, LakeError):
+            return requests.committed(LakeTable.open(table), requests.Request(operation, request_id)) is not None
+        except LakeError:  # no table yet, or an id of another operation: the job itself says what is wrong
             return False
 
     def read_metrics(self, operation: str, table: str, request_id: str, *,
                      already_committed: bool = False) -> dict[str, Any]:
         """The metrics stored in the instant recorded with `request_id` (an empty result for a no-op)."""
+        from airflow_lake.lake.commit import requests
+        from airflow_lake.lake.table import LakeTable
+
         lake = LakeTable.open(table)
-        entry = lake.find_request(request_id, operation)
-        if entry is None:
-            if operation == "write":
-                raise LakeJobError(f"spark-submit succeeded but no instant of request {request_id} is on {table!r}.")
-            return entry_metrics(lake.url, operation, None, noop=True)
-        return entry_metrics(lake.url, operation, entry, already_committed=already_committed)
+        stored = requests.recorded_result(lake, requests.Request(operation, request_id),
+                                          already_committed=already_committed)
+        if stored is None and operation == "write":
+            raise LakeJobError(f"spark-submit succeeded but no instant of request {request_id} is on {table!r}.")
+        return requests.result(lake.url, operation, None, noop=True) if stored is None else stored
 
     def on_kill(self) -> None:
         """Stop the operation this hook is running, if any, then roll back its pending instant. A job that
@@ -249,6 +254,9 @@ class LakeHook(BaseHook):
 
     def rollback_request(self, table: str, request_id: str) -> list[str]:
         """Roll back the pending instants a (dead) job of `request_id` left on `table`."""
+        from airflow_lake.lake.format.instants import pending
+        from airflow_lake.lake.table import LakeTable
+
         try:
             lake = LakeTable.open(table)
         except LakeTableNotFound:

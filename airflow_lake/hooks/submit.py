@@ -1,7 +1,7 @@
 """`LakeSubmitHook`: the Spark provider's `SparkSubmitHook`, reading the job's own word from its output.
 
-The job (`airflow_lake.jobs.command_line`) prints its process group when it starts and its result or
-failure when it ends (`airflow_lake.jobs.outcome`), each line ending with this run's nonce. This subclass
+The job prints its process group when it starts and its result or failure when it ends, each line ending
+with this run's nonce (the lines of `airflow_lake.jobs.protocol`). This subclass
 reads those lines as they stream by, so the caller learns the outcome from the job itself, not from the
 text of the provider's exception; lines without the nonce (Spark echoing a data value, say) are only logged.
 In cluster deploy mode the driver's output never reaches spark-submit: `outcome` then stays empty.
@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-from airflow_lake.jobs.outcome import Outcome
+from airflow_lake.jobs.protocol import Outcome
 
 
 class LakeSubmitHook(SparkSubmitHook):
@@ -43,7 +43,7 @@ class LakeSubmitHook(SparkSubmitHook):
             self._live = self._submit_sp is not None
             if self._kill_requested:  # killed while spark-submit was being started
                 self._kill_group()
-        super()._process_spark_submit_log(self._watch(itr))
+        super()._process_spark_submit_log(self.outcome.watch(itr))  # logged without the nonce
         # The output ended: from here on the provider reaps spark-submit and its pid may name another
         # process. (Raising instead, it reaps nothing: the process is still ours to kill.)
         with self._lock:
@@ -53,10 +53,6 @@ class LakeSubmitHook(SparkSubmitHook):
     def running(self) -> bool:
         """Whether spark-submit was started and its output has not ended (nor has it been killed)."""
         return self._live
-
-    def _watch(self, itr: Iterator[Any]) -> Iterator[Any]:
-        for line in itr:
-            yield self.outcome.feed(str(line))  # logged without the nonce
 
     def kill_job(self) -> bool:
         """SIGKILL spark-submit's process group if it still runs (in client mode the driver and its Python

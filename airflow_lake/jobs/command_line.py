@@ -1,11 +1,8 @@
 """Command line of the runner: `<runner> OPERATION --spec JSON|@file`, as spark-submit runs it.
 
-The spec is validated before any SparkSession starts. The first line printed is
-`AIRFLOW_LAKE_STARTED {pid, pgid}`; the last line printed on success is `AIRFLOW_LAKE_RESULT <json
-metrics>`; on failure `AIRFLOW_LAKE_FAILED {exit_code, error, message}` then one line saying what went
-wrong, and the exit code tells how: 2 bad spec or data (fix and rerun), 3 commit conflict (retry), 1
-anything else (`airflow_lake.jobs.outcome`). When the runner passed a nonce (`$AIRFLOW_LAKE_RUN_NONCE`),
-the three machine lines end with it.
+The spec is validated before any SparkSession starts. The job tells its outcome by the lines and exit
+codes of `airflow_lake.jobs.protocol`: its STARTED line first, its RESULT or FAILED line (then one line
+saying what went wrong) last.
 """
 
 from __future__ import annotations
@@ -13,14 +10,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import sys
 import traceback
 from collections.abc import Sequence
 from typing import Any
 
 from airflow_lake.jobs import registry
 from airflow_lake.jobs.noop import NothingToDo
-from airflow_lake.jobs.outcome import classify, job_nonce, result_line, started_line
+from airflow_lake.jobs.protocol import Ending, classify, job_nonce, write_started
 from airflow_lake.lake.errors import LakeError, LakeSpecError
 from airflow_lake.lake.spec.strict import loads_spec
 
@@ -55,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spark: Any = None
     nonce = job_nonce()
-    print(started_line(nonce), flush=True)
+    write_started(nonce)
     try:
         op = registry.get(args.operation)
         spec = load_spec(args.spec)
@@ -66,16 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark = build_session(f"airflow-lake {args.operation} {spec.get('table', '')}")
         from airflow_lake.jobs.runner import run
 
-        metrics = run(spark, args.operation, spec)
-        code, lines = 0, [result_line(metrics, nonce)]
+        ending = Ending.of(run(spark, args.operation, spec), nonce)
     except Exception as err:
         if not isinstance(err, LakeError):  # the traceback for whoever debugs it
             traceback.print_exc()
-        failure = classify(err)
-        code, lines = failure.exit_code, [failure.machine_line(nonce), failure.human_line()]
+        ending = Ending.of(classify(err), nonce)
     if spark is not None:
         with contextlib.suppress(Exception):
             spark.stop()
-    for line in lines:
-        print(line, file=sys.stdout if code == 0 else sys.stderr, flush=True)
-    return code
+    return ending.write()

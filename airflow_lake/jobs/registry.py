@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.format.operation_names import current_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 Metrics = dict[str, Any]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -42,11 +45,17 @@ def operations() -> dict[str, Operation]:
 
 
 def get(name: str) -> Operation:
-    """The operation called `name`, or a spec error listing the known ones."""
+    """The operation called `name` (or an old name of it: a deprecation warning is logged), or a spec error
+    listing the known ones."""
     known = operations()
-    if name not in known:
+    current = current_name(name)
+    if current not in known:
         raise LakeSpecError("operation", f"unknown operation {name!r}.", f"Use one of {', '.join(sorted(known))}.")
-    return known[name]
+    if current != name:
+        # specs and DAGs written before the rename keep working; the log entry records the new name
+        log.warning("operation %r is deprecated: it is called %r now and runs as that (its log entry records "
+                    "%r). Rename it in your spec or DAG.", name, current, current)
+    return known[current]
 
 
 def validate(name: str, spec: Mapping[str, Any]) -> Any:

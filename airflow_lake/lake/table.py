@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from airflow_lake.lake.maintenance.orphans import VacuumResult
+    from airflow_lake.lake.maintenance.orphans import OrphanFilesResult
 
 log = logging.getLogger(__name__)
 __all__ = ["AsOf", "LakeTable"]
@@ -155,25 +156,44 @@ class LakeTable(TableMetadata):
 
         return lake_write.write(self, df, mode=mode, partitions=partitions, request_id=request_id)
 
-    def rollback(self, instant_ids: Iterable[str] | None = None, request_id: str | None = None) -> LogEntry | None:
-        """Roll back the named pending instants, or (None) every one whose writer is dead."""
+    def rollback_pending(self, instant_ids: Iterable[str] | None = None,
+                         request_id: str | None = None) -> LogEntry | None:
+        """Roll back the named pending instants, or (None) every one whose writer is dead. Completed commits
+        are refused: undoing one is `restore` (issue 22)."""
         if instant_ids is None:
             return recovery.recover(self, request_id=request_id)
         return recovery.rollback(self, list(instant_ids), request_id=request_id)
 
+    def rollback(self, instant_ids: Iterable[str] | None = None, request_id: str | None = None) -> LogEntry | None:
+        """Deprecated name of `rollback_pending`."""
+        _renamed("rollback", "rollback_pending")
+        return self.rollback_pending(instant_ids, request_id=request_id)
+
     def rollback_unchecked(self, instant_ids: Iterable[str], reason: str) -> LogEntry | None:
         """Roll back instants WITHOUT checking that their writer is dead: for instants the caller owns
-        (its own aborted write, a task it killed). Use `rollback` for anyone else's."""
+        (its own aborted write, a task it killed). Use `rollback_pending` for anyone else's."""
         return recovery.rollback_unchecked(self, instant_ids, reason)
 
     def clean(self, retain_hours: float | None = None, request_id: str | None = None) -> LogEntry | None:
         """Delete removed files no snapshot within `retain_hours` needs (default: the table property)."""
         return clean_module.clean(self, retain_hours, request_id=request_id)
 
-    def vacuum(self, older_than_hours: float | None = None, *, dry_run: bool = False,
-               request_id: str | None = None) -> VacuumResult:
+    def remove_orphan_files(self, older_than_hours: float | None = None, *, dry_run: bool = False,
+                            request_id: str | None = None) -> OrphanFilesResult:
         """Delete files under the root that no log entry holds, untouched for `older_than_hours` (default:
         the property `clean.retain.hours`); `dry_run` only lists them."""
-        from airflow_lake.lake.maintenance import orphans as vacuum_module
+        from airflow_lake.lake.maintenance import orphans
 
-        return vacuum_module.vacuum(self, older_than_hours, dry_run=dry_run, request_id=request_id)
+        return orphans.remove_orphan_files(self, older_than_hours, dry_run=dry_run, request_id=request_id)
+
+    def vacuum(self, older_than_hours: float | None = None, *, dry_run: bool = False,
+               request_id: str | None = None) -> OrphanFilesResult:
+        """Deprecated name of `remove_orphan_files` (not `clean`, which is what Delta calls VACUUM)."""
+        _renamed("vacuum", "remove_orphan_files")
+        return self.remove_orphan_files(older_than_hours, dry_run=dry_run, request_id=request_id)
+
+
+def _renamed(old: str, new: str) -> None:
+    # stacklevel 3: the warning points at the caller of the old method, not at the alias
+    warnings.warn(f"LakeTable.{old} is deprecated: use LakeTable.{new} (same arguments; docs/api.md, \"Names\").",
+                  DeprecationWarning, stacklevel=3)

@@ -7,7 +7,6 @@ from typing import Any
 
 from airflow_lake.lake.clustering.timeline import commits_since
 from airflow_lake.lake.format.log import ACTIONS
-from airflow_lake.lake.table import LakeTable
 
 # Polling a timeline faster than this only loads the store (poke_interval=0 read it thousands of times a second).
 MIN_POKE_INTERVAL = 1.0
@@ -31,5 +30,7 @@ def check_actions(actions: str | Sequence[str] | None) -> list[str] | None:
 
 def count_commits(table: str, since: str, actions: Sequence[str] | None) -> dict[str, Any]:
     """`commits_since` of the table at `table`, as a JSON-friendly dict (count, instants, since_instant...)."""
+    from airflow_lake.lake.table import LakeTable  # pyarrow and the core: at poke time, not at DAG parse
+
     lake = LakeTable.open(table)
     return {"table": lake.url, **commits_since(lake, since, actions).to_dict()}

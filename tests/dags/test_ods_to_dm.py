@@ -145,7 +145,7 @@ def test_pipeline_and_maintenance_in_airflow_dags_test(tmp_path: Path, connect_s
     dags_test(env, "lake_maintenance", "2024-01-03", {"min_commits": 2.0, "target_file_bytes": 4096.0})
     clustered = committed(lake, "dm_work_7d", "execute_clustering")
     assert len(clustered) == 1 and clustered[0]["files_after"] < clustered[0]["files_before"], clustered
-    assert [len(committed(lake, name, "compact")) for name in ("ods_works", "ods_users")] == [1, 1]
+    assert [len(committed(lake, name, "compact_upserts")) for name in ("ods_works", "ods_users")] == [1, 1]
     assert contents(lake) == before  # maintenance changes files, never rows
     dm = LakeTable.open(str(lake / "dm_work_7d"))
     files = dm.snapshot().files

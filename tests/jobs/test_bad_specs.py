@@ -100,9 +100,9 @@ def bad_cases(table: LakeTable, tmp: Path) -> list[tuple[str, str, dict[str, Any
          "unsupported column type"),
         ("existing table, other spec", "create_table",
          {"table": t, "schema": "id BIGINT", "if_exists": "ignore"}, LakeTableExists, "different spec"),
-        ("rollback of a completed instant", "rollback", {"table": t, "instants": [table.commit_log.read(1).instant]},
-         LakeError, "is completed"),
-        ("rollback of a bad id", "rollback", {"table": t, "instants": ["yesterday"]}, LakeSpecError,
+        ("rollback of a completed instant", "rollback_pending",
+         {"table": t, "instants": [table.commit_log.read(1).instant]}, LakeError, "is completed"),
+        ("rollback of a bad id", "rollback_pending", {"table": t, "instants": ["yesterday"]}, LakeSpecError,
          "not an instant id"),
         ("negative retention", "clean", {"table": t, "retain_hours": -1}, LakeSpecError, "retain_hours"),
         # strict at every depth (issue 6): nested typos and wrong types, empty choices, non-finite numbers
@@ -146,9 +146,9 @@ def bad_cases(table: LakeTable, tmp: Path) -> list[tuple[str, str, dict[str, Any
          "request_id: '' is empty"),
         ("NaN retention", "clean", {"table": t, "retain_hours": float("nan")}, LakeSpecError,
          "retain_hours: nan is not a finite number"),
-        ("infinite vacuum age", "vacuum", {"table": t, "older_than_hours": float("inf")}, LakeSpecError,
+        ("infinite orphan age", "remove_orphan_files", {"table": t, "older_than_hours": float("inf")}, LakeSpecError,
          "older_than_hours: inf is not a finite number"),
-        ("dry_run as text", "vacuum", {"table": t, "dry_run": "false"}, LakeSpecError,
+        ("dry_run as text", "remove_orphan_files", {"table": t, "dry_run": "false"}, LakeSpecError,
          "dry_run: expected true or false"),
     ]
 
@@ -256,14 +256,14 @@ def test_an_empty_list_selects_nothing_and_starts_no_spark(spark: Any, table: La
         ("write", {"table": t, "source": {"path": source}, "mode": "overwrite", "partitions": []}),
         ("bucket_rewrite", {"table": t, "partitions": [], "bucket": {"columns": ["id"], "count": 4}}),
         ("schedule_clustering", {"table": t, "partitions": [], "min_commits": 0}),
-        ("rollback", {"table": t, "instants": []}),
-        ("compact", {"table": keyed.url, "partitions": []}),
+        ("rollback_pending", {"table": t, "instants": []}),
+        ("compact_upserts", {"table": keyed.url, "partitions": []}),
     ]
     for operation, spec in cases:
         metrics = run(None, operation, {**spec, "request_id": f"r-{operation}"})  # None: no Spark is needed
         assert metrics["noop"] is True and metrics["already_committed"] is False, (operation, metrics)
-        assert metrics["reason"] == f"`{'instants' if operation == 'rollback' else 'partitions'}` is an empty " \
-                                    "list: nothing selected, nothing to do", metrics
+        field = "instants" if operation == "rollback_pending" else "partitions"
+        assert metrics["reason"] == f"`{field}` is an empty list: nothing selected, nothing to do", metrics
         assert metrics["table"] == LakeTable.open(spec["table"]).url and metrics["request_id"] == f"r-{operation}"
     assert run(None, "schedule_clustering", {"table": t, "partitions": []})["plan_id"] is None
     for path in (t, keyed.url):
@@ -279,7 +279,7 @@ def test_an_empty_list_selects_nothing_and_starts_no_spark(spark: Any, table: La
         ("write", {"table": t, "source": {"path": source}, "mode": "append", "partitions": []}, "overwrite only"),
         ("write", {"table": keyed.url, "source": {"path": source}, "mode": "overwrite", "partitions": []},
          "has a primary key"),
-        ("compact", {"table": t, "partitions": []}, "has no primary key"),
+        ("compact_upserts", {"table": t, "partitions": []}, "has no primary key"),
         ("schedule_clustering", {"table": t, "partitions": [], "layout": "SPIRAL"}, "layout"),
         ("write", {"table": str(tmp_path / "pk-unpartitioned"), "source": {"path": source}, "mode": "overwrite",
                    "partitions": []}, "no lake table"),
@@ -321,7 +321,7 @@ def unclear_cases(tmp: Path, table: LakeTable) -> list[tuple[str, str, str, str]
          "version: '²' is not a whole number", "Give e.g. 7"),
         ("schedule_clustering", f'{{"table": "{t}", "min_commits": {huge}}}', "min_commits: 999999999999... "
          "(401 digits) is too large", "Give `min_commits` as a number below"),
-        ("vacuum", f'{{"table": "{t}", "older_than_hours": {huge}}}', "older_than_hours: 999999999999... "
+        ("remove_orphan_files", f'{{"table": "{t}", "older_than_hours": {huge}}}', "older_than_hours: 999999999999... "
          "(401 digits) is too large", "Give `older_than_hours` as a number below"),
         ("create_table", f'{{"table": "{new}", "schema": "id BIGINT", '
                          '"properties": {"heartbeat.timeout.seconds": "5"}}',

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lake.jobs.outcome import Outcome
+from airflow_lake.jobs.protocol import read_outcome
 from airflow_lake.lake import LakeTable
 from tests.support import parquet_files_on_disk
 
@@ -38,9 +38,7 @@ def test_after_spark_started_the_last_line_still_says_what_went_wrong(tmp_path: 
     done = job("write", {"table": table, "source": {"path": str(wrong)}})
     assert done.returncode == 2
     assert last_line(done).startswith("airflow-lake: LakeSchemaError: schema mismatch"), done.stdout[-2000:]
-    outcome = Outcome()
-    for line in done.stdout.splitlines():
-        outcome.feed(line)
+    outcome = read_outcome(done.stdout.splitlines())
     assert outcome.started is not None and outcome.started["pid"] > 0 and outcome.result is None
     assert outcome.failure is not None and (outcome.failure.exit_code, outcome.failure.error) == (2, "LakeSchemaError")
     # a query Spark cannot analyse is the user's error too: exit 2, one line last
@@ -76,14 +74,10 @@ def test_given_a_nonce_the_job_ends_its_lines_with_it(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     assert lines[0].startswith("AIRFLOW_LAKE_STARTED {") and lines[0].endswith(" " + nonce)
     assert lines[-1].startswith("AIRFLOW_LAKE_RESULT {") and lines[-1].endswith(" " + nonce)
-    outcome = Outcome(nonce)
-    for line in lines:
-        outcome.feed(line)
+    outcome = read_outcome(lines, nonce)
     assert outcome.started is not None and outcome.result is not None and outcome.result["created"] is True
     done = subprocess.run([sys.executable, "-m", "airflow_lake.jobs", "create_table", "--spec", "{}"],
                           capture_output=True, text=True, timeout=120, check=False,
                           env={**os.environ, "AIRFLOW_LAKE_RUN_NONCE": nonce})
-    failed = Outcome(nonce)
-    for line in (done.stdout + done.stderr).splitlines():
-        failed.feed(line)
+    failed = read_outcome((done.stdout + done.stderr).splitlines(), nonce)
     assert done.returncode == 2 and failed.failure is not None and failed.failure.exit_code == 2

@@ -195,8 +195,8 @@ def test_a_clustering_killed_between_reserving_and_marking_its_instant_blocks_no
     table = LakeTable.open(table_path)
     assert table_ids(spark, table_path) == ids and not table.is_finished(plan)
 
-    # `airflow-lake rollback PATH` (no ids: dead writers) drops the dead attempt and keeps the plan
-    cli = subprocess.run([str(AIRFLOW_LAKE), "rollback", table_path, "--json"], capture_output=True, text=True,
+    # `airflow-lake rollback-pending PATH` (no ids: dead writers) drops the dead attempt and keeps the plan
+    cli = subprocess.run([str(AIRFLOW_LAKE), "rollback-pending", table_path, "--json"], capture_output=True, text=True,
                          timeout=120, check=False)
     assert cli.returncode == 0, cli.stderr
     assert json.loads(cli.stdout)["rolled_back"] == [dead]
@@ -208,11 +208,11 @@ def test_a_clustering_killed_between_reserving_and_marking_its_instant_blocks_no
     assert table_ids(spark, table_path) == ids and pending(table.storage) == []
 
 
-@pytest.mark.parametrize("operation", ["bucket_rewrite", "compact"])
+@pytest.mark.parametrize("operation", ["bucket_rewrite", "compact_upserts"])
 def test_a_replace_killed_between_reserving_and_marking_its_instant_is_rolled_back_by_the_next_run(
         spark: Any, table_path: str, tmp_path: Path, operation: str) -> None:
     """Issue 20.8: a bucket rewrite or compaction that died there left a requested `replace` for good."""
-    if operation == "compact":
+    if operation == "compact_upserts":
         LakeTable.create(table_path, {"schema": "id BIGINT NOT NULL, dt STRING, v DOUBLE", "primary_key": ["id"],
                                       "bucket": {"columns": ["id"], "count": 2}})
         for version in (1, 2):

@@ -37,18 +37,18 @@ def test_four_spark_submit_upserts_and_a_compaction_at_once_lose_nothing(spark: 
         run(spark, "versioned_upsert", upsert_spec(table_path, batches, version))
     procs = [start_submit("versioned_upsert", upsert_spec(table_path, batches, v), log=tmp_path / f"u{v}.log")
              for v in (6, 3, 5, 4)]
-    procs.append(start_submit("compact", {"table": table_path, "request_id": "dag/compact/run/-1"},
+    procs.append(start_submit("compact_upserts", {"table": table_path, "request_id": "dag/compact/run/-1"},
                               log=tmp_path / "compact.log"))
     codes = [p.wait(timeout=600) for p in procs]
     assert codes == [0] * 5, [(tmp_path / n).read_text()[-3000:] for n in ("u6.log", "compact.log")]
     table = LakeTable.open(table_path)
     upserts = [e for e in table.commit_log.entries(-1) if e.action == "upsert"]
     assert sorted(v for e in upserts for v in e.metadata["versions"]) == list(range(7))
-    assert [e.operation for e in table.commit_log.entries(-1) if e.action == "replace"] == ["compact"]
+    assert [e.operation for e in table.commit_log.entries(-1) if e.action == "replace"] == ["compact_upserts"]
     check(spark, table_path, batches, list(range(7)))
 
 
-@pytest.mark.parametrize("operation", ["versioned_upsert", "compact"])
+@pytest.mark.parametrize("operation", ["versioned_upsert", "compact_upserts"])
 def test_sigkill_during_an_upsert_or_a_compaction_leaves_the_table_as_before(
         spark: Any, table_path: str, tmp_path: Path, operation: str) -> None:
     batches = bdci.generate(tmp_path / "src", 500, keys=600)

@@ -44,9 +44,9 @@ def test_csv_json_and_query_sources(spark: Any, tmp_path: Path) -> None:
     assert rows(spark, other) == [(1, "ANN2", 11), (2, "BOB", 7)]
     again = run(spark, "versioned_upsert", {"table": other, "source": query, "version_column": "batch"})
     assert again["already_committed"] is True and rows(spark, other) == [(1, "ANN2", 11), (2, "BOB", 7)]
-    compacted = run(spark, "compact", {"table": table})
+    compacted = run(spark, "compact_upserts", {"table": table})
     assert compacted["files_after"] <= 2 and rows(spark, table) == [(1, "ann2", 11), (2, "bob", 7), (3, None, 7)]
-    assert run(spark, "compact", {"table": table})["noop"] is True
+    assert run(spark, "compact_upserts", {"table": table})["noop"] is True
 
 
 def test_bad_specs_fail_before_spark(spark: Any, tmp_path: Path) -> None:
@@ -57,7 +57,7 @@ def test_bad_specs_fail_before_spark(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(LakeSpecError, match="not a whole number"):
         validate("versioned_upsert", {"table": "/t", "source": {"path": "/x"}, "version": "1.5"})
     with pytest.raises(LakeSpecError, match="not a list of partitions"):
-        validate("compact", {"table": "/t", "partitions": "all"})
+        validate("compact_upserts", {"table": "/t", "partitions": "all"})
     table = make(tmp_path / "t")
     csv = tmp_path / "bad.csv"
     csv.write_text("k,name,extra\n1,a,b\n")
@@ -66,4 +66,4 @@ def test_bad_specs_fail_before_spark(spark: Any, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     LakeTable.create(str(plain), {"schema": "k BIGINT"})
     with pytest.raises(LakeSpecError, match="has no primary key"):
-        run(spark, "compact", {"table": str(plain)})
+        run(spark, "compact_upserts", {"table": str(plain)})

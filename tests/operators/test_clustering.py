@@ -1,29 +1,23 @@
-"""Clustering in Airflow: operator specs, the sensor and its trigger, and a DAG sensor -> schedule -> execute
-run by `airflow dags test` (real scheduler code, real spark-submit, a real deferral)."""
+"""Clustering in Airflow: operator specs, and a DAG sensor -> schedule -> execute run by `airflow dags test`
+(real scheduler code, real spark-submit, a real deferral). The sensor and its trigger alone: tests/sensors/,
+tests/triggers/."""
 
 from __future__ import annotations
 
-import asyncio
-import datetime as dt
-import importlib
 import os
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pendulum
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_lake.jobs import run
 from airflow_lake.lake import LakeTable
 from airflow_lake.operators.clustering import ExecuteClusteringOperator, ScheduleClusteringOperator
-from airflow_lake.sensors.commit_count import CommitCountSensor
-from airflow_lake.triggers.commit_count import CommitCountTrigger
 from tests.lake.lake_core_helpers import append, make_table
 from tests.support import write_source
 
@@ -61,60 +55,6 @@ def test_execute_operator_takes_a_plan_id_or_which() -> None:
         nothing = op.nothing_to_do({"table": "/t", **op.build_spec({})})  # type: ignore[arg-type]
         assert nothing is not None and nothing.field == "plan_id"  # runs nothing: never `which` ("all")
         assert nothing.reason.startswith("plan_id is empty")
-
-
-def test_the_trigger_serializes_to_itself() -> None:
-    trigger = CommitCountTrigger("/lake/t", 5, since="20240301000000000", actions=["commit"], poke_interval=2.5)
-    path, kwargs = trigger.serialize()
-    module, _, name = path.rpartition(".")
-    rebuilt = getattr(importlib.import_module(module), name)(**kwargs)
-    assert rebuilt.serialize() == (path, kwargs)
-    assert kwargs == {"table": "/lake/t", "min_commits": 5, "since": "20240301000000000", "actions": ["commit"],
-                      "poke_interval": 2.5}
-
-
-def first_event(trigger: CommitCountTrigger, timeout: float = 30) -> dict[str, Any]:
-    async def take() -> dict[str, Any]:
-        async for event in trigger.run():
-            return dict(event.payload)
-        raise AssertionError("no event")
-    return asyncio.run(asyncio.wait_for(take(), timeout))
-
-
-def test_the_trigger_fires_when_commits_arrive_and_reports_errors(table_path: str) -> None:
-    table = make_table(table_path)
-    append(table, "a")
-    late = threading.Timer(1.0, lambda: [append(LakeTable.open(table_path), "a") for _ in range(2)])
-    late.start()
-    started = time.monotonic()
-    event = first_event(CommitCountTrigger(table_path, 3, poke_interval=0.2))
-    late.join()
-    assert event["status"] == "success" and event["count"] == 3 and time.monotonic() - started >= 1.0
-    assert len(event["instants"]) == 3 and event["since_instant"] is None
-    missing = first_event(CommitCountTrigger(table_path + "-nope", 1, poke_interval=0.2))
-    assert missing["status"] == "error" and "no lake table" in missing["message"]
-
-
-def test_sensor_pokes_and_defers(table_path: str) -> None:
-    table = make_table(table_path)
-    for _ in range(2):
-        append(table, "a")
-    poke = CommitCountSensor(task_id="s", table=table_path, min_commits=2, since="start")
-    result = poke.poke({})  # type: ignore[arg-type]
-    assert not isinstance(result, bool) and result.is_done and result.xcom_value["count"] == 2
-    sensor = CommitCountSensor(task_id="s", table=table_path, min_commits=3, deferrable=True, poke_interval=5,
-                               timeout=60)
-    with pytest.raises(TaskDeferred) as deferred:
-        sensor.execute({})  # type: ignore[arg-type]
-    trigger = deferred.value.trigger
-    assert isinstance(trigger, CommitCountTrigger) and trigger.min_commits == 3 and trigger.poke_interval == 5
-    assert deferred.value.method_name == "execute_complete" and deferred.value.timeout == dt.timedelta(seconds=60)
-    done = sensor.execute_complete({}, {"status": "success", "count": 3, "instants": []})  # type: ignore[arg-type]
-    assert done["count"] == 3 and "status" not in done
-    with pytest.raises(Exception, match="failed: boom"):
-        sensor.execute_complete({}, {"status": "error", "message": "boom"})  # type: ignore[arg-type]
-    enough = CommitCountSensor(task_id="s", table=table_path, min_commits=2, deferrable=True)
-    assert enough.execute({})["count"] == 2  # type: ignore[arg-type]  # enough already: no deferral
 
 
 DAG_FILE = '''

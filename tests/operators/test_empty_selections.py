@@ -22,8 +22,8 @@ from airflow_lake.lake import LakeSpecError, LakeTable
 from airflow_lake.lake.clustering.timeline import pending_plans
 from airflow_lake.operators.bucket_rewrite import BucketRewriteOperator
 from airflow_lake.operators.clustering import ScheduleClusteringOperator
-from airflow_lake.operators.compact import CompactOperator
-from airflow_lake.operators.table import LakeRollbackOperator
+from airflow_lake.operators.compact_upserts import CompactUpsertsOperator
+from airflow_lake.operators.maintenance import LakeRollbackPendingOperator
 from airflow_lake.operators.upsert import VersionedUpsertOperator
 from airflow_lake.operators.write import LakeWriteOperator
 from tests.support import write_source
@@ -44,13 +44,13 @@ def test_operators_pass_an_empty_selection_on_instead_of_dropping_it() -> None:
     assert "partitions" not in whole.build_spec({})  # type: ignore[arg-type]  # left out: the whole table
     assert BucketRewriteOperator(task_id="b", table="/t", partitions=[]).build_spec(  # type: ignore[arg-type]
         {}) == {"partitions": []}
-    assert CompactOperator(task_id="c", table="/t", partitions="[]").build_spec(  # type: ignore[arg-type]
+    assert CompactUpsertsOperator(task_id="c", table="/t", partitions="[]").build_spec(  # type: ignore[arg-type]
         {}) == {"partitions": []}
     assert ScheduleClusteringOperator(task_id="p", table="/t", partitions=[]).build_spec(  # type: ignore[arg-type]
         {})["partitions"] == []
-    assert LakeRollbackOperator(task_id="r", table="/t", instants=[]).build_spec(  # type: ignore[arg-type]
+    assert LakeRollbackPendingOperator(task_id="r", table="/t", instants=[]).build_spec(  # type: ignore[arg-type]
         {}) == {"instants": []}
-    one = LakeRollbackOperator(task_id="r", table="/t", instants="20240101000000000")  # type: ignore[arg-type]
+    one = LakeRollbackPendingOperator(task_id="r", table="/t", instants="20240101000000000")  # type: ignore[arg-type]
     assert one.build_spec({}) == {"instants": ["20240101000000000"]}  # type: ignore[arg-type]  # not 17 letters
     upsert = VersionedUpsertOperator(task_id="u", table="/t", source_path="/in", version="{{ params.v }}")
     upsert.version = ""  # as rendered: an error, not a silent switch to the table's version column
@@ -67,8 +67,8 @@ from airflow.sdk import DAG, task
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow_lake.operators.bucket_rewrite import BucketRewriteOperator
 from airflow_lake.operators.clustering import ExecuteClusteringOperator, ScheduleClusteringOperator
-from airflow_lake.operators.compact import CompactOperator
-from airflow_lake.operators.table import LakeRollbackOperator
+from airflow_lake.operators.compact_upserts import CompactUpsertsOperator
+from airflow_lake.operators.maintenance import LakeRollbackPendingOperator
 from airflow_lake.operators.upsert import VersionedUpsertOperator
 from airflow_lake.operators.write import LakeWriteOperator
 
@@ -87,12 +87,12 @@ with DAG("lake_empty_test", schedule=None, start_date=pendulum.datetime(2024, 3,
     parts >> LakeWriteOperator(task_id="overwrite_text", table=TABLE, source_path=SOURCE, mode="overwrite",
                                partitions="{{{{ ti.xcom_pull(task_ids='changed_partitions') }}}}")
     BucketRewriteOperator(task_id="rewrite", table=TABLE, partitions=parts, bucket={{"columns": ["id"], "count": 4}})
-    CompactOperator(task_id="compact", table=KEYED, partitions=parts)
+    CompactUpsertsOperator(task_id="compact", table=KEYED, partitions=parts)
     plan = ScheduleClusteringOperator(task_id="plan", table=TABLE, min_commits=0, sort_columns=["id"],
                                       partitions=parts)
     plan >> EmptyOperator(task_id="after_plan")
     ExecuteClusteringOperator(task_id="execute", table=TABLE, plan_id=no_plan())
-    LakeRollbackOperator(task_id="rollback", table=TABLE, instants=parts)
+    LakeRollbackPendingOperator(task_id="rollback", table=TABLE, instants=parts)
 '''
 
 
@@ -152,8 +152,8 @@ def test_upstream_tasks_that_select_nothing_change_nothing_in_airflow_dags_test(
 
     noops = {(m["operation"], m["reason"]) for m in metrics_lines(log) if m.get("noop")}
     empty = "`partitions` is an empty list: nothing selected, nothing to do"
-    assert {("write", empty), ("bucket_rewrite", empty), ("compact", empty), ("schedule_clustering", empty),
-            ("rollback", "`instants` is an empty list: nothing selected, nothing to do")} <= noops, noops
+    assert {("write", empty), ("bucket_rewrite", empty), ("compact_upserts", empty), ("schedule_clustering", empty),
+            ("rollback_pending", "`instants` is an empty list: nothing selected, nothing to do")} <= noops, noops
     assert any(op == "execute_clustering" and reason.startswith("plan_id is empty") for op, reason in noops), noops
     assert log.count("Nothing submitted, nothing committed.") >= 7
     assert "Submitting" not in log and "over Spark Connect" not in log  # no Spark job for nothing

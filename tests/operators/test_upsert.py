@@ -1,4 +1,4 @@
-"""VersionedUpsertOperator and CompactOperator: their specs, and a DAG of mapped upserts (a backfill in
+"""VersionedUpsertOperator and CompactUpsertsOperator: their specs, and a DAG of mapped upserts (a backfill in
 shuffled order) then a compaction, run by `airflow dags test` with real spark-submit."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from airflow_lake.datagen import bdci
 from airflow_lake.lake import LakeTable
-from airflow_lake.operators.compact import CompactOperator
+from airflow_lake.operators.compact_upserts import CompactUpsertsOperator
 from airflow_lake.operators.upsert import VersionedUpsertOperator
 from tests.lake.upsert.oracle import as_strings, bdci_expected
 
@@ -38,15 +38,15 @@ def test_the_upsert_operator_builds_its_spec() -> None:
         VersionedUpsertOperator(task_id="x", table="/lake/t", version=1)
     with pytest.raises(ValueError, match="version or version_column"):
         VersionedUpsertOperator(task_id="y", table="/lake/t", source_path="/in", version=1, version_column="v")
-    assert CompactOperator(task_id="k", table="/t").build_spec({}) == {}  # type: ignore[arg-type]
-    assert CompactOperator(task_id="k", table="/t", partitions=[{"dt": "d"}]).build_spec(  # type: ignore[arg-type]
+    assert CompactUpsertsOperator(task_id="k", table="/t").build_spec({}) == {}  # type: ignore[arg-type]
+    assert CompactUpsertsOperator(task_id="k", table="/t", partitions=[{"dt": "d"}]).build_spec(  # type: ignore[arg-type]
         {}) == {"partitions": [{"dt": "d"}]}
 
 
 DAG_FILE = '''
 import pendulum
 from airflow.sdk import DAG
-from airflow_lake.operators.compact import CompactOperator
+from airflow_lake.operators.compact_upserts import CompactUpsertsOperator
 from airflow_lake.operators.upsert import VersionedUpsertOperator
 
 TABLE = {table!r}
@@ -54,7 +54,7 @@ BATCHES = {batches!r}
 with DAG("lake_upsert_test", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC"), catchup=False):
     upserts = VersionedUpsertOperator.partial(task_id="upsert", table=TABLE).expand_kwargs(
         [{{"source_path": path, "version": version}} for version, path in BATCHES])
-    upserts >> CompactOperator(task_id="compact", table=TABLE)
+    upserts >> CompactUpsertsOperator(task_id="compact", table=TABLE)
 '''
 
 
@@ -78,7 +78,7 @@ def test_mapped_backfill_upserts_then_compaction_in_airflow_dags_test(spark: Any
     expected = bdci_expected(paths, [0, 1, 2, 3])
     got = as_strings(table.read(spark).toPandas(), columns=list(expected.columns[1:]))
     pd.testing.assert_frame_equal(got, expected)
-    assert [e.operation for e in table.commit_log.entries(0)] == ["versioned_upsert"] * 4 + ["compact"]
+    assert [e.operation for e in table.commit_log.entries(0)] == ["versioned_upsert"] * 4 + ["compact_upserts"]
     with sqlite3.connect(tmp_path / "airflow" / "airflow.db") as db:
         states = sorted(db.execute("SELECT task_id, map_index, state FROM task_instance "
                                    "WHERE dag_id = 'lake_upsert_test'"))

@@ -2,7 +2,7 @@
 without an Airflow login and for references outside the roots; with one, its numbers are the tables'; every
 kind of table has a page (plain, partitioned, bucketed, bucketed from a partition on, primary key, with a
 pending plan), a damaged one a page that names it and its problem; and in headless Chromium a user logs in
-through Airflow's login form and reads the page (screenshots are kept). Who may read what: test_lake_page_access.py.
+through Airflow's login form and reads the page (screenshots are kept). Who may read what: test_access.py.
 """
 
 from __future__ import annotations
@@ -94,9 +94,10 @@ def build_keyed(spark: Any, path: Path, landing: Path) -> LakeTable:
     4), the last one's log entry stored as releases before this one stored it ("versions": a count)."""
     table = LakeTable.create(str(path), {"schema": "k BIGINT NOT NULL, name STRING, v BIGINT", "primary_key": ["k"],
                                          "bucket": {"columns": ["k"], "count": 4}})
-    batches = {"b1": ([(k, f"n{k}", 1) for k in range(40)], {"version": 1}),
-               "b23": ([(k, f"m{k}", 2 + k % 2) for k in range(20, 60)], {"version_column": "v"}),
-               "b4": ([(k, f"o{k}", 4) for k in range(5)], {"version": 4})}
+    batches: dict[str, tuple[list[tuple[int, str, int]], dict[str, Any]]] = {
+        "b1": ([(k, f"n{k}", 1) for k in range(40)], {"version": 1}),
+        "b23": ([(k, f"m{k}", 2 + k % 2) for k in range(20, 60)], {"version_column": "v"}),
+        "b4": ([(k, f"o{k}", 4) for k in range(5)], {"version": 4})}
     for name, (rows, version) in batches.items():
         spark.createDataFrame(rows, "k BIGINT, name STRING, v BIGINT").write.parquet(str(landing / name))
         run(spark, "versioned_upsert", {"table": table.url, **version,

@@ -5,15 +5,15 @@ from __future__ import annotations
 from airflow_lake.jobs.ops import (
     bucket_rewrite,
     clean,
-    compact,
+    compact_upserts,
     create_table,
     execute_clustering,
-    rollback,
+    remove_orphan_files,
+    rollback_pending,
     schedule_clustering,
-    vacuum,
     versioned_upsert,
     write,
 )
 
-__all__ = ["bucket_rewrite", "clean", "compact", "create_table", "execute_clustering", "rollback",
-           "schedule_clustering", "vacuum", "versioned_upsert", "write"]
+__all__ = ["bucket_rewrite", "clean", "compact_upserts", "create_table", "execute_clustering", "remove_orphan_files",
+           "rollback_pending", "schedule_clustering", "versioned_upsert", "write"]

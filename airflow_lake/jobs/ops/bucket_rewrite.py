@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.ops.common import NothingToDo, entry_metrics, table_path
+from airflow_lake.jobs.ops.common import NothingToDo, request_of, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.buckets.rewrite import OPERATION, bucket_rewrite
+from airflow_lake.lake.commit import requests
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.table import LakeTable
@@ -49,11 +50,12 @@ def parse(raw: Mapping[str, Any]) -> BucketRewriteSpec | NothingToDo:
 def execute(spark: Any, spec: BucketRewriteSpec) -> dict[str, Any]:
     """Run the rewrite; a retry with the same request_id returns the first run's metrics."""
     table = LakeTable.open(spec.table)
-    prior = table.find_request(spec.request_id, OPERATION) if spec.request_id else None
-    if prior is not None:
-        return entry_metrics(table.url, OPERATION, prior, already_committed=True)
-    entry = bucket_rewrite(table, spark, partitions=spec.partitions, bucket=spec.bucket, request_id=spec.request_id)
-    return entry_metrics(table.url, OPERATION, entry, already_committed=False, nothing_to_do=entry is None)
+    request = request_of(OPERATION, spec)
+    if (first := requests.retry_result(table, request)) is not None:
+        return first
+    entry = bucket_rewrite(table, spark, partitions=spec.partitions, bucket=spec.bucket, request_id=spec.request_id,
+                           request_fingerprint=request.fingerprint)
+    return requests.result(table.url, OPERATION, entry, already_committed=False, nothing_to_do=entry is None)
 
 
 register(Operation(OPERATION, parse, execute, summary="rewrite partitions into a bucket spec"))

@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.ops.common import entry_metrics, table_path
+from airflow_lake.jobs.ops.common import request_of, table_path
 from airflow_lake.jobs.registry import Operation, register
+from airflow_lake.lake.commit import requests
 from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.table import LakeTable
 
@@ -32,11 +33,13 @@ def parse(raw: Mapping[str, Any]) -> CleanSpec:
 
 
 def execute(_spark: Any, spec: CleanSpec) -> dict[str, Any]:
-    """Clean and report what was deleted."""
+    """Clean and report what was deleted; a retry of a committed request returns the first run's metrics."""
     table = LakeTable.open(spec.table)
+    if (first := requests.retry_result(table, request_of("clean", spec))) is not None:
+        return first
     entry = table.clean(spec.retain_hours, request_id=spec.request_id)
     extra = {} if entry else {"files_deleted": 0, "bytes_freed": 0}
-    return entry_metrics(table.url, "clean", entry, **extra)
+    return requests.result(table.url, "clean", entry, **extra)
 
 
 register(Operation("clean", parse, execute, needs_spark=False,

@@ -1,13 +1,14 @@
-"""Pieces shared by operations: the table field, request ids, metrics of a log entry, checks of empty selections."""
+"""Pieces shared by operations: the table field, the request a spec makes, checks of empty selections."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.jobs.noop import NothingToDo
+from airflow_lake.lake.commit.requests import Request, fingerprint
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.storage import normalize_url
 from airflow_lake.lake.spec.strict import SpecReader
 
@@ -22,15 +23,14 @@ def table_path(reader: SpecReader) -> str:
     return path
 
 
-def entry_metrics(table: str, operation: str, entry: LogEntry | None, **extra: Any) -> dict[str, Any]:
-    """Metrics of an operation: its log entry's, plus where it landed."""
-    out: dict[str, Any] = {"table": table, "operation": operation}
-    if entry is not None:
-        out.update(entry.metrics)
-        out.update({"instant": entry.instant, "seq": entry.seq, "action": entry.action,
-                    "request_id": entry.request_id})
-    out.update(extra)
-    return out
+def request_of(operation: str, spec: Any, *, ignore: Collection[str] = ()) -> Request:
+    """The request a parsed spec (a dataclass with `request_id`) makes, fingerprinted over the fields that
+    define its result: all but `table` (where, not what), `request_id` and `ignore` (settings that change how it
+    runs, not what it commits, such as parallelism), so an Airflow retry matches and a reused id does not."""
+    request_id = spec.request_id
+    inputs = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)
+              if f.name not in {"table", "request_id", *ignore}}
+    return Request(operation, request_id, fingerprint(inputs) if request_id else None)
 
 
 def plain_table(table: LakeTable) -> None:
@@ -61,4 +61,4 @@ def check_source_filters(raw_source: Any, field_name: str = "source") -> None:
                                 "out to read the whole table.")
 
 
-__all__ = ["NothingToDo", "check_source_filters", "entry_metrics", "plain_table", "primary_key_table", "table_path"]
+__all__ = ["NothingToDo", "check_source_filters", "plain_table", "primary_key_table", "request_of", "table_path"]

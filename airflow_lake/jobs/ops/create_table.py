@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.ops.common import entry_metrics, table_path
+from airflow_lake.jobs.ops.common import table_path
 from airflow_lake.jobs.registry import Operation, register
+from airflow_lake.lake.commit import requests
 from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.spec.table_spec import TableSpec
 from airflow_lake.lake.table import LakeTable
@@ -44,7 +45,7 @@ def execute(_spark: Any, spec: CreateTableSpec) -> dict[str, Any]:
                              request_id=spec.request_id)
     first = table.commit_log.read(0)
     ours = not existed or (spec.request_id is not None and first.request_id == spec.request_id)
-    return entry_metrics(table.url, "create_table", first, created=ours)
+    return requests.result(table.url, "create_table", first, created=ours)
 
 
 register(Operation("create_table", parse, execute, needs_spark=False,

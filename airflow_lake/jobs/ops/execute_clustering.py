@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.ops.common import table_path
+from airflow_lake.jobs.ops.common import request_of, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.clustering.execute import ALL, DEFAULT_PARALLELISM, OLDEST, execute_clustering, result_metrics
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION
@@ -51,8 +51,9 @@ def execute(spark: Any, spec: ExecuteSpec) -> dict[str, Any]:
     """Run the plan(s). A retry returns the commits its earlier tries made (`already_committed`) and, for
     which="all", runs the plans still pending; `plans` lists every plan of the request."""
     table = LakeTable.open(spec.table)
+    request = request_of(EXECUTE_OPERATION, spec, ignore=("parallelism",))
     ran = execute_clustering(table, spark, plan_id=spec.plan_id, which=spec.which, request_id=spec.request_id,
-                             parallelism=spec.parallelism)
+                             parallelism=spec.parallelism, request_fingerprint=request.fingerprint)
     out: dict[str, Any] = {"table": table.url, "operation": EXECUTE_OPERATION, "request_id": spec.request_id,
                            "plans_executed": len(ran),
                            "plans_already_committed": sum(1 for r in ran if r.already_committed)}

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.ops.common import NothingToDo, plain_table, table_path
+from airflow_lake.jobs.ops.common import NothingToDo, plain_table, request_of, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.clustering.layout import Layout
 from airflow_lake.lake.clustering.partition_regex import compile_pattern
@@ -79,7 +79,8 @@ def execute(spark: Any, spec: ScheduleSpec) -> dict[str, Any]:
     """Plan, or report why not; the plan id is `plan_id` (None when nothing was planned)."""
     table = LakeTable.open(spec.table)
     strategy, layout = read_settings(spec.settings, table)
-    result = schedule_clustering(table, strategy, layout, request_id=spec.request_id)
+    result = schedule_clustering(table, strategy, layout, request_id=spec.request_id,
+                                 request_fingerprint=request_of(SCHEDULE_OPERATION, spec).fingerprint)
     return {"table": table.url, "operation": SCHEDULE_OPERATION, "request_id": spec.request_id, **result.to_dict()}
 
 

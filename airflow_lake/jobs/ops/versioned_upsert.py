@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.ops.common import check_source_filters, table_path
+from airflow_lake.jobs.ops.common import check_source_filters, request_of, table_path
 from airflow_lake.jobs.registry import Operation, register
+from airflow_lake.lake.commit import requests
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.sources.load import Source, load
 from airflow_lake.lake.sources.strict_files import source_error
@@ -51,13 +52,15 @@ def parse(raw: Mapping[str, Any]) -> UpsertSpec:
 
 
 def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
-    """Run the upsert; a retry (same request id, or the same version with the same data) writes nothing.
+    """Run the upsert; a retry (same request id, or the same version with the same data) writes nothing, and
+    the same request id with other inputs is refused (`commit.requests`).
 
     A query that reads the table itself reads it at the upsert's base (see `write.execute`)."""
     table = LakeTable.open(spec.table)
     base = table.state()  # before anything is read: the spec, the applied versions, a query over this table
     table_spec = stored_spec(base.spec)
-    if spec.request_id and (prior := table.find_request(spec.request_id, OPERATION)) is not None:
+    request = request_of(OPERATION, spec)
+    if (prior := requests.committed(table, request)) is not None:  # before the source is read: it may be gone
         return {"table": table.url, "operation": OPERATION, **result_metrics(Upserted(prior, True))}
     column = spec.version_column or (None if spec.version is not None else table_spec.version_column)
     source_spec = table_spec
@@ -67,6 +70,7 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
     try:
         upserted = versioned_upsert(table, df, version=spec.version, version_column=spec.version_column,
                                     replace_version=spec.replace_version, request_id=spec.request_id,
+                                    request_fingerprint=request.fingerprint,
                                     base=base, table_reads=reads.get(table.url, ()))
     except Exception as err:  # a source file Spark refused mid-write, as a clear error
         clear = source_error(err)

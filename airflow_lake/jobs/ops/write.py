@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.ops.common import NothingToDo, check_source_filters, entry_metrics, plain_table, table_path
+from airflow_lake.jobs.ops.common import NothingToDo, check_source_filters, plain_table, request_of, table_path
 from airflow_lake.jobs.registry import Operation, register
+from airflow_lake.lake.commit import requests
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.sources.load import Source, load
 from airflow_lake.lake.sources.strict_files import source_error
@@ -60,7 +61,8 @@ def parse(raw: Mapping[str, Any]) -> WriteSpec | NothingToDo:
 
 
 def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
-    """Run the write; a retry with the same request_id returns the first run's metrics.
+    """Run the write; a retry with the same request_id returns the first run's metrics (and one with other
+    inputs is refused: `commit.requests`). `max_exchanges` is a guard, not an input of the data.
 
     A query that reads the table itself reads it at the write's base: what it saw is what the commit
     is checked against (WriteSerializable, `lake.reads`)."""
@@ -68,13 +70,14 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     base = table.state()  # before anything is read: the spec, the partitions, a query over this table
     base_spec = stored_spec(base.spec)
     normalize_partitions(base_spec, spec.partitions)  # fail before reading the source
-    prior = table.find_request(spec.request_id, "write") if spec.request_id else None
-    if prior is not None:
-        return entry_metrics(table.url, "write", prior, already_committed=True)
+    request = request_of("write", spec, ignore=("max_exchanges",))
+    if (first := requests.retry_result(table, request)) is not None:  # before the source is read: it may be gone
+        return first
     scans: dict[str, dict[str, int]] = {}
     df, reads = load(spark, spec.source, base_spec, scans, pin={table.url: base.seq})
     try:
         entry = lake_write.write(table, df, mode=spec.mode, partitions=spec.partitions, request_id=spec.request_id,
+                                 request_fingerprint=request.fingerprint,
                                  metadata={"source": spec.source.describe()},
                                  metrics={"source_scans": scans} if scans else None,
                                  max_exchanges=spec.max_exchanges, base=base,
@@ -84,7 +87,7 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
         if clear is None:
             raise
         raise clear from err
-    return entry_metrics(table.url, "write", entry, already_committed=False)
+    return requests.result(table.url, "write", entry, already_committed=False)
 
 
 register(Operation("write", parse, execute, summary="append or overwrite from files or a query"))

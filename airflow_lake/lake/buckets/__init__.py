@@ -1,2 +1,2 @@
-"""The bucket rewrite: chosen partitions of a table rewritten into Hive-style buckets Spark reads as buckets.
-Imports `lake.commit`, `lake.spark`, `lake.format`, `lake.spec` and the floor (the bucketing itself is `spec.bucketing`)."""
+"""The bucket rewrite: chosen partitions rewritten into Hive-style buckets Spark reads as buckets (`spec.bucketing`).
+Imports `lake.commit`, `lake.spark`, `lake.format`, `lake.spec` and the floor."""

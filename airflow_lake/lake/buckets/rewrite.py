@@ -127,16 +127,17 @@ def new_spec(table_spec: TableSpec, bucket: Mapping[str, Any] | None, selection:
 
 
 def bucket_rewrite(table: TableMetadata, spark: SparkSession, *, partitions: Any = None,
-                   bucket: Mapping[str, Any] | None = None, request_id: str | None = None) -> LogEntry | None:
+                   bucket: Mapping[str, Any] | None = None, request_id: str | None = None,
+                   request_fingerprint: str | None = None) -> LogEntry | None:
     """Rewrite the chosen partitions into the bucket spec (the table's, or `bucket`, which becomes the
     table's); returns the commit (None if nothing was chosen and the spec did not change).
 
-    All input checks run before anything is written; a retry with a committed `request_id` returns it.
+    All input checks run before anything is written; a retry with a committed `request_id` returns it
+    (`request_fingerprint`: of the request's inputs, `commit.requests`).
     """
-    if request_id:
-        prior = requests.find_committed(table, request_id, OPERATION)
-        if prior is not None:
-            return prior
+    prior = requests.committed(table, requests.Request(OPERATION, request_id, request_fingerprint))
+    if prior is not None:
+        return prior
     base = table.state()  # the spec and files this rewrite reads: a spec change or write since conflicts
     spec = stored_spec(base.spec)
     if spec.primary_key:
@@ -146,7 +147,7 @@ def bucket_rewrite(table: TableMetadata, spark: SparkSession, *, partitions: Any
     selection = PartitionSelection.parse(partitions, spec)
     target = new_spec(spec, bucket, selection)
     _choose(selection, spec, target, list(base.files.values()))  # refuse bad input before an instant starts
-    txn = begin(table, "replace", OPERATION, request_id=request_id, base=base)
+    txn = begin(table, "replace", OPERATION, request_id=request_id, base=base, request_fingerprint=request_fingerprint)
     try:
         chosen, old = _choose(selection, spec, target, txn.base_files)
         if not old and target == spec:

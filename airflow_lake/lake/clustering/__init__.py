@@ -1,2 +1,2 @@
 """Clustering (Hudi-style): `schedule` stores a plan once enough commits happened; `execute` rewrites its groups
-(LINEAR, ZORDER, HILBERT) as one replace commit. Imports `lake.commit`, `lake.spark`, `lake.format`, `lake.spec`, the floor."""
+(LINEAR, ZORDER, HILBERT) as one replace commit. Imports `lake.commit`, `lake.spark`, `lake.format`, `lake.spec`."""

@@ -59,7 +59,8 @@ class Executed:
 
 
 def execute_clustering(table: TableMetadata, spark: SparkSession, *, plan_id: str | None = None, which: str = OLDEST,
-                       request_id: str | None = None, parallelism: int = DEFAULT_PARALLELISM) -> list[Executed]:
+                       request_id: str | None = None, parallelism: int = DEFAULT_PARALLELISM,
+                       request_fingerprint: str | None = None) -> list[Executed]:
     """Run the plan `plan_id`, else the oldest pending plan (`which="oldest"`) or every pending plan in
     order (`which="all"`). Returns what ran (empty: no pending plan).
 
@@ -67,15 +68,17 @@ def execute_clustering(table: TableMetadata, spark: SparkSession, *, plan_id: st
     retry returns every commit its earlier tries made (flagged `already_committed`) and, for "all", then
     runs the plans still pending. A plan that cannot be run (damaged or edited) is skipped with a warning;
     when nothing else is left to run, `LakeSpecError` names it and the command that drops it.
+    `request_fingerprint` (of the request's inputs, `commit.requests`) goes with each of those commits.
     """
     if plan_id is None and which not in (OLDEST, ALL):
         raise LakeSpecError("which", f"{which!r} is not allowed.", "Use 'oldest' or 'all', or give plan_id.")
     if plan_id is not None:
-        prior = requests.find_committed(table, request_id, EXECUTE_OPERATION) if request_id else None
+        prior = requests.committed(table, requests.Request(EXECUTE_OPERATION, request_id, request_fingerprint))
         if prior is not None and prior.metadata.get(COMPLETES) == plan_id:
             return [Executed(plan_id, prior, True)]
-        return [execute_plan(table, spark, plan_id, request_id=request_id, parallelism=parallelism)]
-    out = _earlier_runs(table, request_id)
+        return [execute_plan(table, spark, plan_id, request_id=request_id, parallelism=parallelism,
+                             request_fingerprint=request_fingerprint)]
+    out = _earlier_runs(table, request_id, request_fingerprint)
     if which == OLDEST and out:
         return out
     pending = pending_plans(table)
@@ -88,11 +91,12 @@ def execute_clustering(table: TableMetadata, spark: SparkSession, *, plan_id: st
         ids = ", ".join(p.id for p in damaged)
         raise LakeSpecError("which", f"the pending clustering plan(s) {ids} of {table.url!r} cannot be run "
                             f"({damaged[0].id}: {damaged[0].problem}). Nothing was committed.",
-                            f"Drop them with `airflow-lake rollback {table.url} {' '.join(p.id for p in damaged)}` "
-                            "and schedule a new plan.")
+                            f"Drop them with `airflow-lake rollback-pending {table.url} "
+                            f"{' '.join(p.id for p in damaged)}` and schedule a new plan.")
     for pid in todo:
         rid = None if request_id is None else _nth_request(request_id, len(out))
-        out.append(execute_plan(table, spark, pid, request_id=rid, parallelism=parallelism))
+        out.append(execute_plan(table, spark, pid, request_id=rid, parallelism=parallelism,
+                                request_fingerprint=request_fingerprint))
     return out
 
 
@@ -101,17 +105,17 @@ def _nth_request(request_id: str, index: int) -> str:
     return request_id if index == 0 else f"{request_id}#{index}"
 
 
-def _earlier_runs(table: TableMetadata, request_id: str | None) -> list[Executed]:
+def _earlier_runs(table: TableMetadata, request_id: str | None, fingerprint: str | None) -> list[Executed]:
     """The plan commits earlier tries of `request_id` made, in order."""
     out: list[Executed] = []
-    while request_id and (prior := requests.find_committed(table, _nth_request(request_id, len(out)),
-                                                      EXECUTE_OPERATION)) is not None:
+    while request_id and (prior := requests.committed(table, requests.Request(
+            EXECUTE_OPERATION, _nth_request(request_id, len(out)), fingerprint))) is not None:
         out.append(Executed(str(prior.metadata.get(COMPLETES)), prior, True))
     return out
 
 
 def execute_plan(table: TableMetadata, spark: SparkSession, plan_id: str, *, request_id: str | None = None,
-                 parallelism: int = DEFAULT_PARALLELISM) -> Executed:
+                 parallelism: int = DEFAULT_PARALLELISM, request_fingerprint: str | None = None) -> Executed:
     """Run one plan (see the module docstring)."""
     if not instants.is_instant_id(str(plan_id)):
         raise LakeSpecError("plan_id", f"{plan_id!r} is not an instant id.", "Give the id schedule_clustering "
@@ -135,7 +139,7 @@ def execute_plan(table: TableMetadata, spark: SparkSession, plan_id: str, *, req
     state = table.state()
     _check_inputs(table, plan_id, plan, state.files)
     txn = begin(table, "replace", EXECUTE_OPERATION, metadata={COMPLETES: plan_id}, request_id=request_id,
-                      recover=False)
+                recover=False, request_fingerprint=request_fingerprint)
     try:
         _check_inputs(table, plan_id, plan, txn.base.files)
         started = time.monotonic()
@@ -261,9 +265,8 @@ def _rollback_reason(table: TableMetadata, plan_id: str) -> str:
 
 def result_metrics(executed: Executed) -> dict[str, Any]:
     """A plan run's metrics for XCom."""
-    entry = executed.entry
-    return {**entry.metrics, "plan_id": executed.plan_id, "instant": entry.instant, "seq": entry.seq,
-            "action": entry.action, "request_id": entry.request_id, "already_committed": executed.already_committed}
+    return requests.entry_result(executed.entry, plan_id=executed.plan_id,
+                                 already_committed=executed.already_committed)
 
 
 __all__ = ["ALL", "OLDEST", "Executed", "execute_clustering", "execute_plan", "result_metrics", "rewrite_group"]

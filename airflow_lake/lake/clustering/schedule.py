@@ -15,6 +15,7 @@ from airflow_lake.lake.clustering.layout import Layout
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, SCHEDULE_OPERATION, ClusteringPlan
 from airflow_lake.lake.clustering.strategy import PlanStrategy
 from airflow_lake.lake.clustering.timeline import commits_since, pending_plans, planned_files
+from airflow_lake.lake.commit import requests
 from airflow_lake.lake.errors import LakeCommitConflict, LakeSpecError
 from airflow_lake.lake.format import instants, paths
 from airflow_lake.lake.format.data_files import DataFile
@@ -50,16 +51,23 @@ class ScheduleResult:
 
 
 def schedule_clustering(table: TableMetadata, strategy: PlanStrategy, layout: Layout,
-                        request_id: str | None = None) -> ScheduleResult:
+                        request_id: str | None = None, request_fingerprint: str | None = None) -> ScheduleResult:
     """Plan a clustering if at least `min_commits` commits completed since the last one; the plan's files
     are small files of the chosen partitions not under another pending plan. A retry with the same
-    `request_id` returns the plan its first try stored."""
+    `request_id` returns the plan its first try stored (`request_fingerprint`, of the request's inputs, is
+    stored with the plan: `commit.requests`)."""
     if table.spec.primary_key:
         raise LakeSpecError("table", f"{table.url!r} has a primary key: its files hold upserts that clustering would "
                             "not merge.", "Compact it (`compact`: one file per bucket, sorted by the key).")
+    request = requests.Request(SCHEDULE_OPERATION, request_id, request_fingerprint)
+    # A plan is a requested instant, not a commit: the log holds a schedule's request id only if another
+    # operation used it, which `committed` refuses.
+    requests.committed(table, request)
     if request_id:
         for pending in pending_plans(table):
             if pending.request_id == request_id:
+                stored = next((p.metadata for p in instants.pending(table.storage) if p.id == pending.id), {})
+                request.check_same(stored, f"clustering plan {pending.id}")
                 return ScheduleResult(pending.id, "scheduled by an earlier try of this request", 0, pending.plan,
                                       already_scheduled=True)
     counted = commits_since(table)
@@ -83,8 +91,9 @@ def schedule_clustering(table: TableMetadata, strategy: PlanStrategy, layout: La
             log.info("no clustering plan for %s: %s", table.url, reason)
             return ScheduleResult(None, reason, counted.count, details=details)
         plan = ClusteringPlan(tuple(groups), layout, state.seq, strategy.to_dict())
-        plan_id = instants.request(table.storage, "replace", SCHEDULE_OPERATION, {"plan": plan.to_dict()},
-                                   request_id, not_before=state.instant or None, finished=table.is_finished)
+        plan_id = instants.request(table.storage, "replace", SCHEDULE_OPERATION,
+                                   {"plan": plan.to_dict(), **request.metadata()}, request_id,
+                                   not_before=state.instant or None, finished=table.is_finished)
     summary = plan.summary()
     log.info("clustering plan %s for %s: %d group(s), %d file(s) (%d bytes) -> %d file(s), %s", plan_id, table.url,
              summary["groups"], summary["input_files"], summary["input_bytes"], summary["output_files"],

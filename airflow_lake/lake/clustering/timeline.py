@@ -94,8 +94,8 @@ class PendingPlan:
 
 
 def rollback_command(table: TableMetadata, plan_id: str) -> str:
-    """The command that drops a plan (it exists: `airflow-lake rollback`)."""
-    return f"airflow-lake rollback {table.url} {plan_id}"
+    """The command that drops a plan (it exists: `airflow-lake rollback-pending`)."""
+    return f"airflow-lake rollback-pending {table.url} {plan_id}"
 
 
 def pending_plans(table: TableMetadata) -> list[PendingPlan]:

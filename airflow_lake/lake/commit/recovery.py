@@ -83,7 +83,7 @@ def rollback_unchecked(table: TableMetadata, ids: Iterable[str], reason: str,
             todo[:] = [i for i in todo if i not in done]
             return bool(todo)
 
-        entry = table.append_entry("rollback", "rollback", rolled_back=todo, precheck=still_todo,
+        entry = table.append_entry("rollback", "rollback_pending", rolled_back=todo, precheck=still_todo,
                                    metadata={"reason": reason, "instants": info},
                                    request_id=request_id, base=state,
                                    metrics_of=lambda: {"rolled_back": list(todo)})

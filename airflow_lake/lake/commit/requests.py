@@ -1,35 +1,152 @@
-"""Requests: has this request (operation, request id) already committed, and what did it return?
+"""Requests: has this request (operation, request id, fingerprint) already committed, and what did it return?
 
 Every operation asks here before it writes, and the hook asks here after a job ends, so an Airflow retry of a
 committed task returns the first try's result instead of committing twice.
+
+A request id is the caller's promise that two calls are one request (Airflow's: dag/task/run/map index). The
+fingerprint checks that promise: a hash of the request's inputs that define the data (the job spec without its
+request id and without settings that do not change the result), recorded with the commit. A later call with the
+same request id and operation but another fingerprint is not a retry but another load under a reused id, and is
+refused before anything is written; taking the first commit for its result would silently drop its data.
+Entries committed before fingerprints existed carry none and are taken as the retry's, as they always were.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.commit import recovery
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.format.operation_names import same_operation
 
 if TYPE_CHECKING:
     from airflow_lake.lake.format.log import LogEntry
     from airflow_lake.lake.format.table_metadata import TableMetadata
 
+FINGERPRINT = "request_fingerprint"  # the metadata key of a commit (or a stored plan) that records it
+FIX = "Give each distinct load its own request id (Airflow's is dag/task/run/map index)."
 
-def find_committed(table: TableMetadata, request_id: str, operation: str | None = None) -> LogEntry | None:
+
+@dataclass(frozen=True)
+class Request:
+    """One request of an operation: its id (None: the caller asked for no idempotency) and the fingerprint of
+    its inputs (None: not checked, e.g. the API called without one)."""
+
+    operation: str
+    request_id: str | None
+    fingerprint: str | None = None
+
+    def metadata(self) -> dict[str, str]:
+        """What a commit of this request records, so a later call can tell a retry from a reused id."""
+        return {FINGERPRINT: self.fingerprint} if self.request_id and self.fingerprint else {}
+
+    def check_same(self, recorded: Mapping[str, Any], where: str) -> None:
+        """Refuse this request if what `where` recorded (its metadata) has another fingerprint."""
+        theirs = recorded.get(FINGERPRINT)
+        if not self.fingerprint or not isinstance(theirs, str) or theirs == self.fingerprint:
+            return  # nothing to compare: a call without a fingerprint, or an entry from before fingerprints
+        raise LakeSpecError("request_id", f"{self.request_id!r} already belongs to {where}, a {self.operation} with "
+                            f"other inputs (request fingerprint {theirs[:12]}, this one {self.fingerprint[:12]}): a "
+                            "retry repeats its request exactly, so this is another load under a reused request id. "
+                            "Nothing was written.", FIX)
+
+
+def fingerprint(inputs: Mapping[str, Any]) -> str:
+    """A stable hash of a request's inputs: sha256 of their canonical JSON (keys sorted, tuples as lists,
+    dataclasses as their fields), the same in every process and on every machine."""
+    text = json.dumps(_canonical(inputs), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _canonical(value: Any) -> Any:
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):  # NaN and infinities have no JSON form
+        return value if math.isfinite(value) else repr(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, set | frozenset):
+        return sorted((_canonical(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return str(value)  # (dates, decimals: their text is stable; the spec reader yields JSON types anyway)
+
+
+def committed(table: TableMetadata, request: Request | None) -> LogEntry | None:
+    """The completed entry of `request` (its first try committed: this call is a retry), if any.
+
+    Refused (`LakeSpecError` on `request_id`): an entry of another operation under the same request id, and
+    one whose recorded fingerprint differs — either would turn this call into a silent no-op.
+    """
+    if request is None or not request.request_id:
+        return None
+    return find_committed(table, request.request_id, request.operation, request.fingerprint)
+
+
+def find_committed(table: TableMetadata, request_id: str | None, operation: str | None = None,
+                   fingerprint: str | None = None) -> LogEntry | None:
     """The completed entry recorded with `request_id` (makes retries idempotent), if any.
 
     With `operation`, an entry of another operation under the same request id is an error: a retry
     is the same operation with the same request id, so taking that entry for this one's result would
-    turn the call into a silent no-op.
+    turn the call into a silent no-op. With `fingerprint`, so is an entry recorded with another one.
     """
+    if not request_id:
+        return None
     seq = table.state().requests.get(request_id)
     entry = None if seq is None else table.commit_log.read(seq)
-    if entry is not None and operation is not None and entry.operation != operation:
+    if entry is None:
+        return None
+    if operation is not None and not same_operation(entry.operation, operation):  # (an entry under an old name too)
         raise LakeSpecError("request_id", f"{request_id!r} was already used by instant {entry.instant} "
                             f"(operation {entry.operation}, log entry {entry.seq}); a retry is the same operation "
                             "with the same request id.",
                             f"Give this {operation} a request id of its own (Airflow's is dag/task/run/map index).")
-    if entry is not None:  # a retry: its first try may have died after committing, before tidying up
-        recovery.tidy_if_left(table, entry)
+    Request(operation or entry.operation, request_id, fingerprint).check_same(
+        entry.metadata, f"instant {entry.instant} (log entry {entry.seq})")
+    recovery.tidy_if_left(table, entry)  # a retry: its first try may have died after committing, before tidying up
     return entry
+
+
+def entry_result(entry: LogEntry, **extra: Any) -> dict[str, Any]:
+    """What an operation returns about its commit: the entry's metrics and where it landed, plus `extra`
+    (e.g. `already_committed`)."""
+    return {**entry.metrics, "instant": entry.instant, "seq": entry.seq, "action": entry.action,
+            "request_id": entry.request_id, **extra}
+
+
+def result(table_url: str, operation: str, entry: LogEntry | None, **extra: Any) -> dict[str, Any]:
+    """An operation's result (the job's metrics, XCom's value): the table and operation, then its commit's
+    `entry_result` (none when it committed nothing), then `extra`."""
+    out: dict[str, Any] = {"table": table_url, "operation": operation}
+    if entry is not None:
+        out.update(entry_result(entry))
+    out.update(extra)
+    return out
+
+
+def recorded_result(table: TableMetadata, request: Request | None, **extra: Any) -> dict[str, Any] | None:
+    """The result of `request` as its commit recorded it (with `extra`), if it committed; else None. For a
+    caller that did not see the job's own output: the hook after a job in cluster deploy mode."""
+    entry = committed(table, request)
+    if entry is None or request is None:
+        return None
+    return result(table.url, request.operation, entry, **extra)
+
+
+def retry_result(table: TableMetadata, request: Request | None) -> dict[str, Any] | None:
+    """What the first try of `request` returned (flagged `already_committed`), if it committed; else None."""
+    return recorded_result(table, request, already_committed=True)
+
+
+__all__ = ["FINGERPRINT", "Request", "committed", "entry_result", "find_committed", "fingerprint", "recorded_result",
+           "result", "retry_result"]

@@ -149,16 +149,18 @@ class Transaction:
 
 
 def begin(table: TableMetadata, action: str, operation: str, metadata: Mapping[str, Any] | None = None, *,
-          request_id: str | None = None, recover: bool = True, base: TableState | None = None) -> Transaction:
+          request_id: str | None = None, recover: bool = True, base: TableState | None = None,
+          request_fingerprint: str | None = None) -> Transaction:
     """Start a transaction; first rolls back instants whose writer died.
 
     `base`: the state the job read (its spec, its files, a query over the table itself), taken with
     `table.state()` BEFORE reading; default the latest. Every commit since the base is checked against what
     the transaction read and replaces, so a job must never read a newer state than its base.
+    `request_fingerprint`: of the request's inputs (`requests.fingerprint`), recorded with the commit.
     """
-    if request_id is not None:
-        requests.find_committed(table, request_id, operation)  # refuses a request id of another operation
+    request = requests.Request(operation, request_id, request_fingerprint)
+    requests.committed(table, request)  # refuses a request id of another operation, or of other inputs
     if recover:
         recovery.recover(table)
     return Transaction(table, action, operation, table.state() if base is None else base,
-                       metadata=metadata or {}, request_id=request_id)
+                       metadata={**(metadata or {}), **request.metadata()}, request_id=request_id)

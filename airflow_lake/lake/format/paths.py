@@ -6,7 +6,9 @@ META = "_lake"
 LOG = f"{META}/log"  # completed actions, one JSON file per sequence number, created exclusively
 PENDING = f"{META}/pending"  # requested / inflight instants not (yet) in the log
 HEARTBEATS = f"{META}/heartbeats"  # touched by a live writer
-MARKERS = f"{META}/markers"  # one empty file per data file an instant started writing
+# per instant, manifests (`<uuid>.manifest.json`) naming the table paths it is about to place data files at,
+# written before it places any so a rollback finds them; older writers left one empty file per data file
+MARKERS = f"{META}/markers"
 CHECKPOINTS = f"{META}/checkpoints"  # the folded table state every N sequence numbers
 LAST_CHECKPOINT = f"{META}/_last_checkpoint.json"  # {"seq": N, "format": "parquet", ...}: the newest checkpoint
 CHECKPOINT_FORMATS = ("parquet", "json")  # Parquet since format 2; JSON checkpoints of older tables are still read

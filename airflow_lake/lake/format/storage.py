@@ -137,12 +137,7 @@ class Storage:
             self._fs.pipe_file(self.path(rel), data)
             return
         target = self.path(rel)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        tmp = _write_temp(target, data)
         os.replace(tmp, target)
 
     def write_json(self, rel: str, obj: Any) -> None:
@@ -165,12 +160,7 @@ class Storage:
                     "made safe there. Fix: use a local or mounted path for now."
                 ) from err
         target = self.path(rel)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        tmp = _write_temp(target, data)
         try:
             os.link(tmp, target)  # atomic, fails if the target exists; readers see all or nothing
             _fsync_dir(os.path.dirname(target))
@@ -239,3 +229,14 @@ def _fsync_dir(path: str) -> None:
 
 def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True, default=str).encode()
+
+
+def _write_temp(target: str, data: bytes) -> str:
+    """Write `data` durably to a fresh temporary file beside `target` (made unique), and return its path."""
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    tmp = f"{target}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return tmp

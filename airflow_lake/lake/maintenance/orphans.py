@@ -1,4 +1,5 @@
-"""Vacuum: delete files under the table root that no log entry holds (orphans).
+"""Orphan removal (`remove_orphan_files`, Iceberg's name; `vacuum` before): delete files under the table root
+that no log entry holds (orphans).
 
 `clean` deletes files the log *removed*. Files the log never held are debris nobody else deletes: files of
 writers that crashed before recovery existed, of rolled-back instants whose files had no marker, files
@@ -30,11 +31,12 @@ log = logging.getLogger(__name__)
 
 PATHS_IN_METRICS = 100  # metrics go to XCom and the task log: list at most this many paths
 _INSTANT_OF_NAME = re.compile(rf"^part-(\d{{{instants.ID_LENGTH}}})-")
+OPERATION = "remove_orphan_files"  # as its log entries record it; "vacuum" in entries written before issue 21
 
 
 @dataclass(frozen=True)
-class VacuumResult:
-    """What a vacuum found and did; `deleted` is False for a dry run or when nothing was found."""
+class OrphanFilesResult:
+    """What an orphan removal found and did; `deleted` is False for a dry run or when nothing was found."""
 
     orphans: tuple[str, ...]  # data files no log entry holds, relative to the table root
     staging: tuple[str, ...]  # staging directories of finished instants
@@ -82,15 +84,15 @@ def instant_of(rel: str) -> str | None:
     return match.group(1) if match else None
 
 
-def vacuum(table: TableMetadata, older_than_hours: float | None = None, dry_run: bool = False,
-           request_id: str | None = None, now: float | None = None) -> VacuumResult:
+def remove_orphan_files(table: TableMetadata, older_than_hours: float | None = None, dry_run: bool = False,
+                        request_id: str | None = None, now: float | None = None) -> OrphanFilesResult:
     """Delete files under the table root that no log entry holds and that are older than `older_than_hours`.
 
     Kept: files live in the latest snapshot, removed files not yet cleaned (`clean` deletes those), files
     of pending instants and of instants newer than this call, hidden files, and files modified within
     `older_than_hours` (default: the table property `clean.retain.hours`). Staging directories of instants
     that are no longer pending go too, by the same age rule. Unless `dry_run`, the orphans are deleted and
-    one `clean` entry (operation `vacuum`) records them; nothing found writes no entry.
+    one `clean` entry (operation `remove_orphan_files`) records them; nothing found writes no entry.
     """
     hours = table.spec.float_property("clean.retain.hours") if older_than_hours is None else older_than_hours
     if not hours >= 0:  # NaN too: it would make every orphan look old
@@ -128,32 +130,32 @@ def vacuum(table: TableMetadata, older_than_hours: float | None = None, dry_run:
         orphans.append(rel)
     staging, staging_size = _finished_staging(table.storage, keep_instant, cutoff)
     nested = tuple(sorted(other_table.roots))
-    result = VacuumResult(tuple(orphans), tuple(staging), size + staging_size, deleted=False, entry=None,
+    result = OrphanFilesResult(tuple(orphans), tuple(staging), size + staging_size, deleted=False, entry=None,
                           older_than_hours=hours, dry_run=dry_run, nested_tables=nested)
     if nested:
-        log.warning("vacuum of %s: %d subdirector(ies) hold a table of their own (%s); nothing under them is "
+        log.warning("orphan removal in %s: %d subdirector(ies) hold a table of their own (%s); nothing under them is "
                     "deleted. Move such tables out of %s: a table never lies inside another.", table.url,
                     len(nested), ", ".join(nested[:10]), table.url)
     if not orphans and not staging:
-        log.info("vacuum of %s: no orphans older than %g h", table.url, hours)
+        log.info("orphan removal in %s: no orphans older than %g h", table.url, hours)
         return result
     for rel in [*orphans, *(f"{d}/" for d in staging)][:PATHS_IN_METRICS]:
-        log.info("vacuum of %s: %s %s", table.url, "would delete" if dry_run else "deleting", rel)
+        log.info("orphan removal in %s: %s %s", table.url, "would delete" if dry_run else "deleting", rel)
     if dry_run:
-        log.info("vacuum of %s (dry run): %d orphan file(s), %d staging dir(s), %d bytes would be deleted",
+        log.info("orphan removal in %s (dry run): %d orphan file(s), %d staging dir(s), %d bytes would be deleted",
                  table.url, len(orphans), len(staging), result.bytes)
         return result
-    for rel in orphans:  # files first: a crash before the entry only leaves orphans for the next vacuum
+    for rel in orphans:  # files first: a crash before the entry only leaves orphans for the next run
         table.storage.delete(rel)
     for rel in staging:
         table.storage.delete_tree(rel)
     done = replace(result, deleted=True)
     # Not the metadata key "deleted": the snapshot fold reads it as the tombstones a clean deleted.
-    entry = table.append_entry("clean", "vacuum", request_id=request_id,
+    entry = table.append_entry("clean", OPERATION, request_id=request_id,
                                metadata={"orphans": list(orphans), "staging": list(staging),
                                          "older_than_hours": hours, "cutoff": cutoff},
                                metrics_of=done.metrics)
-    log.info("vacuum of %s deleted %d orphan file(s) and %d staging dir(s), %d bytes", table.url,
+    log.info("orphan removal in %s deleted %d orphan file(s) and %d staging dir(s), %d bytes", table.url,
              len(orphans), len(staging), result.bytes)
     return replace(done, entry=entry)
 
@@ -199,3 +201,8 @@ def _finished_staging(storage: Storage, keep_instant: Callable[[str | None], boo
         found.append(rel)
     return found, total
 
+
+
+# The names before issue 21, kept for code that imports them (docs/api.md, "Names").
+VacuumResult = OrphanFilesResult
+vacuum = remove_orphan_files

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from airflow_lake.lake.format.table_metadata import TableMetadata
 
 log = logging.getLogger(__name__)
-OPERATION = "compact"
+OPERATION = "compact_upserts"  # Hudi's merge-on-read compaction; "compact" before (format.operation_names)
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,9 @@ class Compacted:
 
 
 def compact(table: TableMetadata, spark: SparkSession, *, partitions: Sequence[Mapping[str, Any]] | None = None,
-            request_id: str | None = None) -> Compacted:
-    """Compact the table's partitions (or the listed ones) that have more files than buckets."""
+            request_id: str | None = None, request_fingerprint: str | None = None) -> Compacted:
+    """Compact the table's partitions (or the listed ones) that have more files than buckets; a committed
+    `request_id` returns its commit (`request_fingerprint`: of the request's inputs, `commit.requests`)."""
     from pyspark.sql import functions as F
 
     base = table.state()  # the spec and files compaction reads: a spec change or replace since conflicts
@@ -54,15 +55,14 @@ def compact(table: TableMetadata, spark: SparkSession, *, partitions: Sequence[M
     if not spec.primary_key:
         raise LakeSpecError("table", f"{table.url!r} has no primary key: there are no upserts to compact.",
                             "Use clustering to merge the small files of a plain table.")
-    if request_id:
-        prior = requests.find_committed(table, request_id, OPERATION)
-        if prior is not None:
-            return Compacted(prior, True)
+    prior = requests.committed(table, requests.Request(OPERATION, request_id, request_fingerprint))
+    if prior is not None:
+        return Compacted(prior, True)
     chosen = normalize_partitions(spec, partitions) if partitions is not None else None
     if _inputs(base.files.values(), spec.bucket.count if spec.bucket else 1, chosen) == []:
         log.info("compact %s: no partition has more files than buckets; nothing to do", table.url)
         return Compacted(None)
-    txn = begin(table, "replace", OPERATION, request_id=request_id, base=base)
+    txn = begin(table, "replace", OPERATION, request_id=request_id, base=base, request_fingerprint=request_fingerprint)
     try:
         inputs = _inputs(txn.base.files.values(), spec.bucket.count if spec.bucket else 1, chosen)
         if not inputs:
@@ -104,5 +104,4 @@ def result_metrics(compacted: Compacted) -> dict[str, Any]:
     entry = compacted.entry
     if entry is None:
         return {"noop": True, "already_committed": False}
-    return {**entry.metrics, "instant": entry.instant, "seq": entry.seq, "action": entry.action,
-            "request_id": entry.request_id, "already_committed": compacted.already_committed}
+    return requests.entry_result(entry, already_committed=compacted.already_committed)

@@ -53,9 +53,10 @@ class Upserted:
 def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None, version_column: str | None = None,
                      replace_version: bool = False, request_id: str | None = None,
                      shuffle: bool = True, base: TableState | None = None,
-                     table_reads: Iterable[TableRead] = ()) -> Upserted:
+                     table_reads: Iterable[TableRead] = (), request_fingerprint: str | None = None) -> Upserted:
     """Upsert `df` into the primary-key table with `version` (one for every row) or the versions in
-    `version_column` (default: the table's `version_column`). See the module docstring.
+    `version_column` (default: the table's `version_column`). See the module docstring. A committed
+    `request_id` returns its commit (`request_fingerprint`: of the request's inputs, `commit.requests`).
 
     `base` / `table_reads`: when `df` reads this table (an upsert from a query over it), the state it read
     and its scans there (`sources.load`): an upsert or compaction since then that they could have seen is a
@@ -70,10 +71,9 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
     if not spec.primary_key:
         raise LakeSpecError("table", f"{table.url!r} has no primary key.", "Upsert into a table created with "
                             "`primary_key` and `bucket` on it; append to this one with `write`.")
-    if request_id:
-        prior = requests.find_committed(table, request_id, OPERATION)
-        if prior is not None:
-            return Upserted(prior, True)
+    prior = requests.committed(table, requests.Request(OPERATION, request_id, request_fingerprint))
+    if prior is not None:
+        return Upserted(prior, True)
     fixed = None if version is None else versions_module.parse_version(version)
     column = version_column if fixed is None else None
     if fixed is not None and version_column is not None:
@@ -86,7 +86,7 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
     present, conformed, version_expr = _conform(df, spec, column, fixed)
     own_reads = tuple(table_reads)
     txn = begin(table, UPSERT_ACTION, OPERATION, request_id=request_id, base=base,
-                      metadata={"columns": present})
+                request_fingerprint=request_fingerprint, metadata={"columns": present})
     try:
         observation = Observation(f"upsert_{txn.instant}")
         observed = conformed.observe(observation, *versions_module.fingerprint_aggregates(
@@ -200,8 +200,6 @@ def _resolve_clash(table: TableMetadata, base: TableState, versions: list[int], 
 
 def result_metrics(upserted: Upserted) -> dict[str, Any]:
     """An upsert's metrics for XCom."""
-    entry = upserted.entry
-    meta: Mapping[str, Any] = entry.metadata
-    return {**entry.metrics, "instant": entry.instant, "seq": entry.seq, "action": entry.action,
-            "request_id": entry.request_id, "versions": [int(v) for v in meta.get("versions") or ()],
-            "already_committed": upserted.already_committed}
+    meta: Mapping[str, Any] = upserted.entry.metadata
+    return requests.entry_result(upserted.entry, versions=[int(v) for v in meta.get("versions") or ()],
+                                 already_committed=upserted.already_committed)

@@ -28,7 +28,7 @@ def write(table: TableMetadata, df: DataFrame, *, mode: str = "append", partitio
           request_id: str | None = None, reads: Iterable[str] = (),
           metadata: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
           max_exchanges: int | None = None, base: TableState | None = None,
-          table_reads: Iterable[TableRead] = ()) -> LogEntry:
+          table_reads: Iterable[TableRead] = (), request_fingerprint: str | None = None) -> LogEntry:
     """Append `df`, or overwrite the table / the given partitions / ('dynamic') the partitions in `df`;
     `metrics` are added to the commit's.
 
@@ -41,7 +41,8 @@ def write(table: TableMetadata, df: DataFrame, *, mode: str = "append", partitio
     `max_exchanges`: fail (`LakeShuffleError`, before writing) if the query's plan and the write together
     need more shuffle Exchanges — for steps that must stay shuffle-free (bucketed reads into bucketed writes).
 
-    With a `request_id` already committed, returns that entry and writes nothing (idempotent retries).
+    With a `request_id` already committed, returns that entry and writes nothing (idempotent retries);
+    `request_fingerprint` (of the request's inputs, `commit.requests`) is recorded and refuses a reused id.
     Schema and partition errors are raised before any instant starts.
     """
     from pyspark.sql import DataFrame as SparkDataFrame  # classic and Spark Connect DataFrames both are one
@@ -61,14 +62,13 @@ def write(table: TableMetadata, df: DataFrame, *, mode: str = "append", partitio
     if partitions == DYNAMIC and not spec.partition_columns:
         raise LakeSpecError("partitions", "the table is not partitioned.", "Drop `partitions`.")
     parts = normalize_partitions(spec, partitions)
-    if request_id:
-        prior = requests.find_committed(table, request_id, "write")
-        if prior is not None:
-            return prior
+    prior = requests.committed(table, requests.Request("write", request_id, request_fingerprint))
+    if prior is not None:
+        return prior
     conformed = conform(df, spec)
     own_reads = tuple(table_reads)
-    txn = begin(table, "commit", "write", request_id=request_id, base=base,
-                      metadata={"mode": mode, "partitions": parts, **(metadata or {})})
+    txn = begin(table, "commit", "write", request_id=request_id, base=base, request_fingerprint=request_fingerprint,
+                metadata={"mode": mode, "partitions": parts, **(metadata or {})})
     try:
         allowed = parts if isinstance(parts, list) else None
         metrics_out: dict[str, Any] = dict(metrics or {})

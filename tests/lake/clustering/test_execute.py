@@ -386,11 +386,11 @@ def test_a_plan_that_cannot_be_run_fails_clearly_commits_nothing_and_blocks_no_o
         with pytest.raises(LakeSpecError) as err:
             run(spark, "execute_clustering", {"table": table_path, **spec})
         assert err.value.field == ("plan_id" if "plan_id" in spec else "which") and problem in str(err.value)
-        assert f"airflow-lake rollback {table.url} {plan_id}" in str(err.value)  # a command that exists
+        assert f"airflow-lake rollback-pending {table.url} {plan_id}" in str(err.value)  # a command that exists
     assert table.commit_log.head() == head and [p.id for p in pending_plans(table)] == [plan_id]
     assert pending_plans(table)[0].problem is not None
 
-    assert main(["rollback", table.url, plan_id]) == 0  # the command the message names
+    assert main(["rollback-pending", table.url, plan_id]) == 0  # the command the message names
     assert plan_id in table.state().rolled_back and pending_plans(table) == []
 
 
@@ -400,5 +400,5 @@ def test_which_oldest_skips_a_damaged_plan_and_runs_the_next(spark: Any, table: 
     edit_plan(table, damaged, DAMAGES["a file listed twice"][0])
     out = run(spark, "execute_clustering", {"table": table.url})
     assert out["plan_id"] == good and out["files_before"] == 4
-    assert f"skipping clustering plan {damaged}" in caplog.text and "airflow-lake rollback" in caplog.text
+    assert f"skipping clustering plan {damaged}" in caplog.text and "airflow-lake rollback-pending" in caplog.text
     assert [p.id for p in pending_plans(table)] == [damaged]

@@ -1,4 +1,5 @@
-"""Vacuum: files no log entry holds are found and deleted; everything the log or a writer needs stays (no Spark)."""
+"""Orphan removal (`remove_orphan_files`, was `vacuum`): files no log entry holds are found and deleted; everything
+the log or a writer needs stays (no Spark)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from airflow_lake.jobs import run
 from airflow_lake.lake import DataFile, LakeSpecError, LakeTable
 from airflow_lake.lake.format import instants
 from airflow_lake.lake.format.instants import STAGING
-from airflow_lake.lake.maintenance.orphans import PATHS_IN_METRICS, instant_of, is_hidden, vacuum
+from airflow_lake.lake.maintenance.orphans import PATHS_IN_METRICS, instant_of, is_hidden, remove_orphan_files
 from tests.lake.lake_core_helpers import append, data_file, live_paths, make_table, on_disk
 
 HOUR = 3600.0
@@ -55,7 +56,7 @@ def every_file(table: LakeTable) -> set[str]:
     return set(table.storage.walk_files(""))
 
 
-def test_vacuum_deletes_orphans_and_keeps_what_the_log_and_writers_need(table_path: str) -> None:
+def test_remove_orphan_files_deletes_orphans_and_keeps_what_the_log_and_writers_need(table_path: str) -> None:
     table = make_table(table_path)
     # live files (real Parquet), one of them later replaced: its file is a tombstone until clean
     txn = table.begin("commit", "write")
@@ -95,14 +96,14 @@ def test_vacuum_deletes_orphans_and_keeps_what_the_log_and_writers_need(table_pa
     orphan_bytes = sum(os.path.getsize(table.storage.path(p)) for p in orphans) + len(b"staged")
     before, before_first, head = rows(table), rows(table, e1.seq), table.commit_log.head()
 
-    dry = vacuum(table, 1, dry_run=True)
+    dry = remove_orphan_files(table, 1, dry_run=True)
 
     assert (dry.orphans, dry.staging) == (tuple(orphans), (f"{STAGING}/{doomed.instant}",))
     assert (dry.bytes, dry.deleted, dry.entry, dry.dry_run) == (orphan_bytes, False, None, True)
     assert all(on_disk(table, p) for p in orphans) and table.storage.exists(f"{STAGING}/{doomed.instant}")
     assert table.commit_log.head() == head
 
-    result = vacuum(table, 1, request_id="vac-1")
+    result = remove_orphan_files(table, 1, request_id="vac-1")
 
     assert (result.orphans, result.staging, result.bytes) == (dry.orphans, dry.staging, orphan_bytes)
     assert result.deleted and not result.dry_run
@@ -110,10 +111,10 @@ def test_vacuum_deletes_orphans_and_keeps_what_the_log_and_writers_need(table_pa
     assert not table.storage.exists(f"{STAGING}/{doomed.instant}")
     kept = {f1.path, f2.path, g1.path, fresh, in_flight, staged_pending, staged_fresh, *hidden}
     assert kept <= every_file(table)
-    # the log entry: a clean action by the vacuum operation that lists what went
+    # the log entry: a clean action by the remove_orphan_files operation that lists what went
     entry = result.entry
     assert entry is not None and entry.seq == head + 1 and table.commit_log.head() == entry.seq
-    assert (entry.action, entry.operation, entry.request_id) == ("clean", "vacuum", "vac-1")
+    assert (entry.action, entry.operation, entry.request_id) == ("clean", "remove_orphan_files", "vac-1")
     assert entry.metadata["orphans"] == orphans
     assert entry.metadata["staging"] == [f"{STAGING}/{doomed.instant}"]
     assert entry.metadata["older_than_hours"] == 1 and "deleted" not in entry.metadata
@@ -130,7 +131,7 @@ def test_vacuum_deletes_orphans_and_keeps_what_the_log_and_writers_need(table_pa
     assert set(state.tombstones) == {f1.path} and state.tombstones[f1.path][0] == e2.seq
     assert state.cleaned_before == 0
     # nothing left to do: no entry
-    again = vacuum(table, 1)
+    again = remove_orphan_files(table, 1)
     assert (again.orphans, again.staging, again.entry, again.deleted) == ((), (), None, False)
     assert table.commit_log.head() == entry.seq
     # clean still deletes the tombstone afterwards
@@ -138,26 +139,26 @@ def test_vacuum_deletes_orphans_and_keeps_what_the_log_and_writers_need(table_pa
     assert cleaned is not None and cleaned.metadata["deleted"] == [f1.path] and not on_disk(table, f1)
 
 
-def test_a_finished_pending_instant_is_vacuumed_after_it_completes(table_path: str) -> None:
+def test_a_finished_pending_instants_orphans_go_after_it_completes(table_path: str) -> None:
     table = make_table(table_path)
     txn = table.begin("commit", "write")
     item = data_file(txn, "a")
     put_parquet(table, item, [1])
     extra = drop(table, f"dt=a/part-{txn.instant}-extra.parquet")  # written, then left out of the commit
-    assert vacuum(table, 0, now=time.time() + 1).orphans == ()  # pending: the writer may still commit it
+    assert remove_orphan_files(table, 0, now=time.time() + 1).orphans == ()  # pending: the writer may still commit it
     txn.commit(added=[item])
-    result = vacuum(table, 0, now=time.time() + 1)
+    result = remove_orphan_files(table, 0, now=time.time() + 1)
     assert result.orphans == (extra,) and not on_disk(table, extra) and on_disk(table, item)
 
 
-def test_files_of_instants_newer_than_the_vacuum_are_kept(table_path: str) -> None:
+def test_files_of_instants_newer_than_the_removal_are_kept(table_path: str) -> None:
     table = make_table(table_path)
-    # a writer that requests its instant after vacuum read the pending list is in neither list nor log
+    # a writer that requests its instant after the removal read the pending list is in neither list nor log
     later = instants.format_id(int((time.time() + 60) * 1000))
     newer = drop(table, f"dt=a/part-{later}-00000.parquet")
     drop(table, f"{STAGING}/{later}/part-0.parquet")
     age(table, f"{STAGING}/{later}", 2)
-    result = vacuum(table, 0, now=time.time() + 1)
+    result = remove_orphan_files(table, 0, now=time.time() + 1)
     assert (result.orphans, result.staging) == ((), ())
     assert on_disk(table, newer) and table.storage.exists(f"{STAGING}/{later}")
 
@@ -165,9 +166,9 @@ def test_files_of_instants_newer_than_the_vacuum_are_kept(table_path: str) -> No
 def test_default_age_guard_is_the_retention_property(table_path: str) -> None:
     table = make_table(table_path, {"clean.retain.hours": "3"})
     old = drop(table, "dt=a/old.parquet", age_hours=2)
-    assert vacuum(table).orphans == ()  # two hours old, the guard is three
+    assert remove_orphan_files(table).orphans == ()  # two hours old, the guard is three
     assert on_disk(table, old)
-    result = vacuum(table, now=time.time() + 2 * HOUR)
+    result = remove_orphan_files(table, now=time.time() + 2 * HOUR)
     assert result.orphans == (old,) and result.older_than_hours == 3.0 and not on_disk(table, old)
     assert result.entry is not None and result.entry.metadata["older_than_hours"] == 3.0
 
@@ -177,25 +178,25 @@ def test_zero_hours_takes_every_orphan_and_staging_of_unknown_names_stays(table_
     _, (live,) = append(table, "a", disk=True)
     just_now = drop(table, "dt=a/just-now.parquet", age_hours=0)
     drop(table, f"{STAGING}/not-an-instant/x.parquet")
-    result = vacuum(table, 0, now=time.time() + 1)
+    result = remove_orphan_files(table, 0, now=time.time() + 1)
     assert result.orphans == (just_now,) and result.staging == ()
     assert on_disk(table, live) and table.storage.exists(f"{STAGING}/not-an-instant/x.parquet")
 
 
 def test_empty_table_and_bad_hours(table_path: str) -> None:
     table = make_table(table_path)
-    result = vacuum(table, 0)
+    result = remove_orphan_files(table, 0)
     assert (result.orphans, result.staging, result.bytes, result.entry) == ((), (), 0, None)
     assert [i.action for i in table.timeline()] == ["create"]
     for bad in (-1.0, float("nan")):
         with pytest.raises(LakeSpecError, match="older_than_hours"):
-            vacuum(table, bad)
+            remove_orphan_files(table, bad)
 
 
 def test_paths_in_the_metrics_are_capped(table_path: str) -> None:
     table = make_table(table_path)
     names = sorted(drop(table, f"dt=a/debris-{n:04d}.parquet") for n in range(PATHS_IN_METRICS + 5))
-    result = vacuum(table, 1)
+    result = remove_orphan_files(table, 1)
     assert result.entry is not None
     assert result.entry.metadata["orphans"] == names  # the log keeps every path
     metrics = result.entry.metrics
@@ -217,17 +218,17 @@ def test_name_rules() -> None:
 def test_runner_operation(table_path: str) -> None:
     table = make_table(table_path)
     orphan = drop(table, "dt=a/orphan.parquet")
-    dry = run(None, "vacuum", {"table": table_path, "older_than_hours": 1, "dry_run": True})
-    assert dry == {"table": table.url, "operation": "vacuum", "orphans_found": 1, "staging_dirs_found": 0,
+    dry = run(None, "remove_orphan_files", {"table": table_path, "older_than_hours": 1, "dry_run": True})
+    assert dry == {"table": table.url, "operation": "remove_orphan_files", "orphans_found": 1, "staging_dirs_found": 0,
                    "orphan_bytes": 6, "files_deleted": 0, "staging_dirs_deleted": 0, "bytes_freed": 0,
                    "dry_run": True, "older_than_hours": 1.0, "paths": [orphan], "paths_truncated": False,
                    "nested_tables_skipped": []}
     assert on_disk(table, orphan)
-    done = run(None, "vacuum", {"table": table_path, "older_than_hours": 1, "request_id": "r-1"})
+    done = run(None, "remove_orphan_files", {"table": table_path, "older_than_hours": 1, "request_id": "r-1"})
     assert (done["files_deleted"], done["bytes_freed"], done["dry_run"]) == (1, 6, False)
     assert (done["action"], done["seq"], done["request_id"]) == ("clean", 1, "r-1")
     assert not on_disk(table, orphan)
-    noop = run(None, "vacuum", {"table": table_path, "older_than_hours": 1})
+    noop = run(None, "remove_orphan_files", {"table": table_path, "older_than_hours": 1})
     assert (noop["orphans_found"], noop["files_deleted"]) == (0, 0) and "seq" not in noop
 
 
@@ -241,5 +242,5 @@ def test_runner_operation(table_path: str) -> None:
 ])
 def test_runner_rejects_bad_specs(table_path: str, spec: dict[str, Any], field: str) -> None:
     with pytest.raises(LakeSpecError) as caught:
-        run(None, "vacuum", {"table": table_path, **spec})
+        run(None, "remove_orphan_files", {"table": table_path, **spec})
     assert caught.value.field == field

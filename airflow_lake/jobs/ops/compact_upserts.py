@@ -1,4 +1,5 @@
-"""compact: fold a primary-key table's upserts (delta files) into base files, one replace commit."""
+"""compact_upserts (formerly `compact`): fold a primary-key table's upserts (delta files) into base files, one
+replace commit — Hudi's merge-on-read compaction. Small files of any table are merged by clustering."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.ops.common import NothingToDo, primary_key_table, table_path
+from airflow_lake.jobs.ops.common import NothingToDo, primary_key_table, request_of, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.spec.partitions import normalize_partitions
@@ -16,15 +17,15 @@ from airflow_lake.lake.upsert.compact import OPERATION, compact, result_metrics
 
 
 @dataclass(frozen=True)
-class CompactSpec:
-    """A validated compact spec."""
+class CompactUpsertsSpec:
+    """A validated compact_upserts spec."""
 
     table: str
     partitions: list[Mapping[str, Any]] | None
     request_id: str | None
 
 
-def parse(raw: Mapping[str, Any]) -> CompactSpec | NothingToDo:
+def parse(raw: Mapping[str, Any]) -> CompactUpsertsSpec | NothingToDo:
     """Validate the spec: optional partitions (a list of {column: value}); `[]` compacts nothing."""
     reader = SpecReader(raw, OPERATION)
     table = table_path(reader)
@@ -36,15 +37,16 @@ def parse(raw: Mapping[str, Any]) -> CompactSpec | NothingToDo:
     reader.done()
     if partitions == []:
         return NothingToDo(table, OPERATION, "partitions", request_id, partitioned=True, check=primary_key_table)
-    return CompactSpec(table, partitions, request_id)
+    return CompactUpsertsSpec(table, partitions, request_id)
 
 
-def execute(spark: Any, spec: CompactSpec) -> dict[str, Any]:
+def execute(spark: Any, spec: CompactUpsertsSpec) -> dict[str, Any]:
     """Compact; a retry returns the first run's metrics and writes nothing."""
     table = LakeTable.open(spec.table)
     if spec.partitions is not None:
         normalize_partitions(table.spec, spec.partitions)  # fail before any Spark work
-    done = compact(table, spark, partitions=spec.partitions, request_id=spec.request_id)
+    done = compact(table, spark, partitions=spec.partitions, request_id=spec.request_id,
+                   request_fingerprint=request_of(OPERATION, spec).fingerprint)
     return {"table": table.url, "operation": OPERATION, **result_metrics(done)}
 
 

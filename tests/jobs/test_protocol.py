@@ -1,22 +1,31 @@
-"""The job's word to its runner: how failures are classified and how the lines are read back."""
+"""The job's word to its runner: how failures are classified, how the lines are written and read back."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+from datetime import date
+
+import pytest
 
 from airflow_lake.exceptions import LakeJobConflict, LakeJobError
 from airflow_lake.hooks.lake import _job_error
 from airflow_lake.hooks.submit import LakeSubmitHook
-from airflow_lake.jobs.outcome import (
+from airflow_lake.jobs.protocol import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
     EXIT_FAILED,
+    EXIT_OK,
+    Ending,
     Failure,
     Outcome,
     classify,
+    read_outcome,
     result_line,
     started_line,
+    write_started,
 )
 from airflow_lake.lake.errors import LakeCommitConflict, LakeError, LakeSchemaError, LakeSpecError
 
@@ -95,3 +104,30 @@ def test_the_submit_hook_trusts_only_its_runs_nonce() -> None:
                                          f'AIRFLOW_LAKE_RESULT {{"seq": 4}} {nonce}\n']))
     assert hook.outcome.started == {"pid": 6, "pgid": 6} and hook.outcome.result == {"seq": 4}
     assert not hook.running and hook.kill_job() is False  # its output ended: nothing of it is ours to kill
+
+
+@pytest.mark.parametrize("nonce", [None, "0123456789abcdef0123456789abcdef"])
+def test_what_the_job_writes_its_runner_reads_back(nonce: str | None, capsys: pytest.CaptureFixture[str]) -> None:
+    write_started(nonce)
+    assert Ending.of({"rows_added": 3, "dt": date(2026, 1, 2)}, nonce).write() == EXIT_OK
+    done = capsys.readouterr()
+    assert done.err == ""
+    ok = read_outcome(done.out.splitlines(keepends=True), nonce)
+    assert ok.started == {"pid": os.getpid(), "pgid": os.getpgid(0)} and ok.failure is None
+    assert ok.result == {"rows_added": 3, "dt": "2026-01-02"}  # what JSON cannot hold arrives as text
+    failure = Failure(EXIT_CONFLICT, "LakeCommitConflict", 'another writer replaced "dt=a"')
+    assert Ending.of(failure, nonce).write() == EXIT_CONFLICT
+    done = capsys.readouterr()
+    assert done.out == "" and done.err.splitlines()[-1] == failure.human_line()  # what a log shows last
+    failed = read_outcome(done.err.splitlines(), nonce)
+    assert (failed.failure, failed.result, failed.started) == (failure, None, None)
+    if nonce is not None:  # another run's reader believes none of it
+        assert read_outcome(done.err.splitlines(), "f" * 32) == Outcome("f" * 32)
+
+
+def test_the_protocol_loads_neither_spark_nor_the_lake() -> None:
+    """The hook imports it at DAG parse time."""
+    probe = ("import sys, airflow_lake.jobs.protocol; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('pyspark', 'py4j', 'pyarrow', 'numpy', 'pandas', 'airflow') or m.startswith('airflow_lake.lake')))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

@@ -1,14 +1,13 @@
-"""CommitCountSensor and its trigger refuse what would make them wait for good or spin (issue 20, item 21)."""
+"""CommitCountSensor and its trigger refuse actions that would make them wait for good (issue 20, item 21)."""
+# mypy: disable-error-code="index"
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
-from airflow_lake.lake import LakeTable
 from airflow_lake.sensors.commit_count import CommitCountSensor
 from airflow_lake.triggers.commit_count import CommitCountTrigger
 from tests.lake.lake_core_helpers import append, make_table
@@ -47,42 +46,3 @@ def test_unknown_or_no_actions_are_refused_when_the_dag_is_parsed(actions: Any, 
         CommitCountSensor(task_id="s", table="/lake/t", actions=actions, soft_fail=True)
     with pytest.raises(ValueError, match="actions"):
         CommitCountTrigger("/lake/t", 1, actions=actions)
-
-
-@pytest.mark.parametrize("interval", [0, 0.5])
-def test_the_sensor_refuses_a_poke_interval_below_one_second(interval: float) -> None:
-    with pytest.raises(ValueError, match=f"poke_interval must be at least 1 second\\(s\\), got {interval!r}"):
-        CommitCountSensor(task_id="s", table="/lake/t", poke_interval=interval, deferrable=True)
-    assert CommitCountSensor(task_id="s", table="/lake/t", poke_interval=1).poke_interval == 1
-
-
-def test_the_trigger_polls_at_most_once_a_second(table_path: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """poke_interval=0 (a trigger stored by an older version) read the timeline ~3,600 times a second."""
-    LakeTable.create(table_path, {"schema": "id BIGINT"})
-    trigger = CommitCountTrigger(table_path, 1, poke_interval=0)
-    assert trigger.poke_interval == 1.0 and trigger.serialize()[1]["poke_interval"] == 1.0
-
-    async def wait() -> None:
-        async for _ in trigger.run():
-            raise AssertionError("no commit was made: the trigger must keep waiting")
-
-    capsys.readouterr()
-    with pytest.raises(TimeoutError):
-        asyncio.run(asyncio.wait_for(wait(), 2.5))
-    out = capsys.readouterr()
-    polls = (out.out + out.err).count("0 of 1 commit(s)")  # the trigger logs each poll (structlog: stdout)
-    assert 2 <= polls <= 3, polls
-
-
-def test_a_rendered_min_commits_of_a_whole_float_counts(table_path: str) -> None:
-    """`min_commits="{{ params.min_commits }}"` renders "2.0" for a Param given as 2.0 (JSON Schema's integer)."""
-    table = make_table(table_path)
-    for _ in range(2):
-        append(table, "a")
-    sensor = CommitCountSensor(task_id="s", table=table_path, min_commits="{{ params.min_commits }}", since="start")
-    sensor.min_commits = "2.0"  # as rendered
-    result = sensor.poke({})  # type: ignore[arg-type]
-    assert not isinstance(result, bool) and result.is_done
-    sensor.min_commits = "2.5"
-    with pytest.raises(ValueError, match=r"min_commits must be a whole number >= 0, got '2\.5'"):
-        sensor.poke({})  # type: ignore[arg-type]

@@ -1,15 +1,21 @@
-"""What a job tells whoever runs it, the same way on every path.
+"""The job's output-line protocol: what a job prints so whoever runs it learns its outcome, and how it is read.
 
-A spark-submit job prints two machine-readable lines that its runner (`LakeHook`) reads back from the
-spark-submit output: `AIRFLOW_LAKE_STARTED {"pid", "pgid"}` when it starts, and at the end
-`AIRFLOW_LAKE_RESULT <metrics>` or `AIRFLOW_LAKE_FAILED {"exit_code", "error", "message"}` followed by one
-human line. An in-process run (Spark Connect) classifies its exception with the same `classify`, so both
-paths give the same exit codes and messages.
+A job run by spark-submit (or `python -m airflow_lake.jobs`) prints `AIRFLOW_LAKE_STARTED {"pid", "pgid"}`
+first, on stdout; at the end `AIRFLOW_LAKE_RESULT <metrics JSON>` on stdout, or, on stderr,
+`AIRFLOW_LAKE_FAILED {"exit_code", "error", "message"}` then one human line (`airflow-lake: <Error>:
+<message>`), last. The exit code says how it failed: 2 bad spec or data (fix and rerun), 3 commit conflict
+(retry), 1 anything else. `write_started` and `Ending` print them (the job's command line); `Outcome`
+reads them back (`LakeSubmitHook`, from spark-submit's output). A Spark Connect run has no lines: it runs
+in-process and classifies its exception with the same `classify`, so both paths give the same exit codes
+and messages.
 
 That output also carries whatever Spark prints, and Spark echoes data (a value that failed a cast, a row in
 an error message): a string column can hold a line that looks like ours. So a runner gives each run a
 random nonce (`NONCE_ENV`); the job ends each of its lines with it, and an `Outcome` made with the nonce
 trusts only lines that end with it.
+
+Pure Python on purpose: the hook imports this module at DAG parse time, so it loads neither pyspark nor the
+lake core (whose errors `classify` imports when it is called, in a job that has them loaded anyway).
 """
 
 from __future__ import annotations
@@ -17,15 +23,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-
-from airflow_lake.lake.errors import LakeCommitConflict, LakeError, LakeSchemaError, LakeSpecError
 
 STARTED_PREFIX = "AIRFLOW_LAKE_STARTED "
 RESULT_PREFIX = "AIRFLOW_LAKE_RESULT "
 FAILED_PREFIX = "AIRFLOW_LAKE_FAILED "
-EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CONFLICT = 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CONFLICT = 0, 1, 2, 3
 NONCE_ENV = "AIRFLOW_LAKE_RUN_NONCE"
 _NONCE = re.compile(r"[0-9A-Za-z_-]{16,128}")
 
@@ -53,6 +59,8 @@ class Failure:
 
 def classify(err: BaseException) -> Failure:
     """The failure an exception of an operation means."""
+    from airflow_lake.lake.errors import LakeCommitConflict, LakeError, LakeSchemaError, LakeSpecError
+
     name = type(err).__name__
     if isinstance(err, (LakeSpecError, LakeSchemaError)):
         return Failure(EXIT_BAD_INPUT, name, str(err))
@@ -80,7 +88,37 @@ def started_line(nonce: str | None = None) -> str:
 
 
 def result_line(metrics: dict[str, Any], nonce: str | None = None) -> str:
+    """The line a job prints last when it succeeded: its metrics (values JSON cannot hold as text)."""
     return signed(RESULT_PREFIX + json.dumps(metrics, default=str), nonce)
+
+
+def write_started(nonce: str | None = None) -> None:
+    """Print the job's first line, before anything can fail."""
+    print(started_line(nonce), flush=True)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """A job's last lines and exit code: made while the job can still report a failure to make them (metrics
+    JSON cannot hold), printed once Spark has stopped, so nothing Spark logs on its way out follows them."""
+
+    exit_code: int
+    lines: tuple[str, ...]
+
+    @classmethod
+    def of(cls, end: dict[str, Any] | Failure, nonce: str | None = None) -> Ending:
+        """The ending of a job that returned these metrics, or failed so."""
+        if isinstance(end, Failure):
+            return cls(end.exit_code, (end.machine_line(nonce), end.human_line()))
+        return cls(EXIT_OK, (result_line(end, nonce),))
+
+    def write(self) -> int:
+        """Print the lines, the metrics on stdout or the failure on stderr (its human line last, what a log
+        reader sees at the end); returns the exit code."""
+        stream = sys.stdout if self.exit_code == EXIT_OK else sys.stderr
+        for line in self.lines:
+            print(line, file=stream, flush=True)
+        return self.exit_code
 
 
 @dataclass
@@ -119,6 +157,19 @@ class Outcome:
             return line  # a line cut or garbled on its way: not the job's word
         return text + "\n" if line.endswith("\n") else text
 
+    def watch(self, lines: Iterable[Any]) -> Iterator[str]:
+        """Feed each line as it streams by, yielding it as it should be logged."""
+        for line in lines:
+            yield self.feed(str(line))
+
+
+def read_outcome(lines: Iterable[Any], nonce: str | None = None) -> Outcome:
+    """The outcome told by a job's whole output (lines of it, in order)."""
+    outcome = Outcome(nonce)
+    for _ in outcome.watch(lines):
+        pass
+    return outcome
+
 
 def _is_query_error(err: BaseException) -> bool:
     """Spark refused the user's SQL (unknown table or column, a syntax error): a user error, exit 2."""
@@ -130,5 +181,6 @@ def _is_query_error(err: BaseException) -> bool:
 
 
 def first_line(err: BaseException) -> str:
+    """The first line of an exception's message (its repr when it has none)."""
     text = str(err).strip()
     return text.splitlines()[0] if text else repr(err)
