@@ -17,19 +17,21 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_lake.exceptions import LakeJobConflict, LakeJobError
-from airflow_lake.hooks.connect import ConnectClient, TaskKilled
 from airflow_lake.hooks.package_zip import package_zip
-from airflow_lake.hooks.submit import LakeSubmitHook
 from airflow_lake.jobs import ENTRY_POINT
 from airflow_lake.jobs.protocol import NONCE_ENV, Failure, classify
 from airflow_lake.jobs.registry import get, validate
 from airflow_lake.lake.errors import LakeError, LakeTableNotFound
+
+if TYPE_CHECKING:  # the Spark provider's hook and the Connect client load when a task runs, not at DAG parse
+    from airflow_lake.hooks.connect import ConnectClient
+    from airflow_lake.hooks.submit import LakeSubmitHook
 
 CONNECT_CONN_TYPE = "spark_connect"
 
@@ -99,6 +101,8 @@ class LakeHook(BaseHook):
                           nonce: str | None = None) -> LakeSubmitHook:
         """The SparkSubmitHook that runs `operation` with the spec in `spec_file`; the job's lines are
         trusted only with `nonce` (default: a new random one)."""
+        from airflow_lake.hooks.submit import LakeSubmitHook
+
         nonce = nonce or secrets.token_hex(16)
         return LakeSubmitHook(
             conn_id=self.conn_id,
@@ -177,6 +181,8 @@ class LakeHook(BaseHook):
 
     def _run_connect(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+        from airflow_lake.hooks.connect import ConnectClient, TaskKilled
 
         table, request_id = str(payload.get("table", "")), str(payload["request_id"])
         if self.driver_memory or self.executor_memory:
