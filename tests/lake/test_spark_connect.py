@@ -30,7 +30,8 @@ def connect_url(connect_server: ConnectServer) -> str:
 CLIENT = textwrap.dedent("""
     import json, sys
     from pyspark.sql import SparkSession
-    from airflow_lake.lake import LakeSchemaError, LakeTable, footers
+    from airflow_lake.lake import LakeSchemaError, LakeTable
+    from airflow_lake.lake.format import parquet_footers as footers
 
     url, path = sys.argv[1], sys.argv[2]
     spark = SparkSession.builder.remote(url).getOrCreate()
