@@ -23,6 +23,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_lake.exceptions import LakeJobConflict, LakeJobError
+from airflow_lake.hooks.defaults import DEFAULT_CONN_ID
 from airflow_lake.hooks.package_zip import package_zip
 from airflow_lake.jobs import ENTRY_POINT
 from airflow_lake.jobs.protocol import NONCE_ENV, Failure, classify
@@ -50,7 +51,7 @@ class LakeHook(BaseHook):
     """
 
     conn_name_attr = "conn_id"
-    default_conn_name = "spark_default"
+    default_conn_name = DEFAULT_CONN_ID
     conn_type = "spark"
     hook_name = "Airflow Lake"
 

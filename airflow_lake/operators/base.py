@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import Asset, BaseOperator, Context
 
 from airflow_lake.assets import event_extra, table_asset, table_uri
-from airflow_lake.hooks.lake import LakeHook
+from airflow_lake.hooks.defaults import DEFAULT_CONN_ID
 from airflow_lake.ui.links import LakeTableLink
 
 if TYPE_CHECKING:
+    from airflow_lake.hooks.lake import LakeHook
     from airflow_lake.jobs.noop import NothingToDo
 
 
@@ -40,7 +41,7 @@ class LakeOperator(BaseOperator):
     emits_asset: ClassVar[bool] = False
     operator_extra_links = (LakeTableLink(),)  # the table's Lake page (when under a configured root)
 
-    def __init__(self, *, table: str, conn_id: str = LakeHook.default_conn_name,
+    def __init__(self, *, table: str, conn_id: str = DEFAULT_CONN_ID,
                  spark_conf: Mapping[str, Any] | None = None, python: str | None = None, **kwargs: Any) -> None:
         if self.emits_asset and "outlets" not in kwargs and isinstance(table, str) and "{{" not in table:
             kwargs["outlets"] = [table_asset(table)]
@@ -52,7 +53,9 @@ class LakeOperator(BaseOperator):
 
     @cached_property
     def hook(self) -> LakeHook:
-        """The hook, built on first use (never at DAG parse time)."""
+        """The hook, built on first use (never at DAG parse time: it loads the job registry and the core)."""
+        from airflow_lake.hooks.lake import LakeHook
+
         return LakeHook(self.conn_id, spark_conf=self.spark_conf, python=self.python)
 
     def build_spec(self, context: Context) -> dict[str, Any]:

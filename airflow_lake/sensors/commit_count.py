@@ -11,10 +11,8 @@ from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_lake.exceptions import LakeJobError
-from airflow_lake.lake.clustering.timeline import check_since
 from airflow_lake.operators.rendered import rendered_whole
 from airflow_lake.sensors.commit_count_check import MIN_POKE_INTERVAL, check_actions, count_commits
-from airflow_lake.triggers.commit_count import CommitCountTrigger
 
 
 class CommitCountSensor(BaseSensorOperator):
@@ -57,6 +55,8 @@ class CommitCountSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
         """Count once."""
+        from airflow_lake.lake.clustering.timeline import check_since  # the core loads when a task runs
+
         found = count_commits(self.table, check_since(self.since), self.actions)
         wanted = self._wanted()
         self.log.info("%s: %d of %d commit(s) since %s", self.table, found["count"], wanted,
@@ -70,6 +70,9 @@ class CommitCountSensor(BaseSensorOperator):
         found = self.poke(context)
         if isinstance(found, PokeReturnValue) and found.is_done:
             return found.xcom_value
+        from airflow_lake.lake.clustering.timeline import check_since
+        from airflow_lake.triggers.commit_count import CommitCountTrigger
+
         self.defer(trigger=CommitCountTrigger(self.table, self._wanted(), check_since(self.since), self.actions,
                                               float(self.poke_interval)),
                    method_name="execute_complete", timeout=timedelta(seconds=float(self.timeout)))
