@@ -10,7 +10,7 @@ from airflow.sdk import Asset
 from airflow_lake.assets import event_extra, table_asset, table_uri
 from airflow_lake.operators.bucket_rewrite import BucketRewriteOperator
 from airflow_lake.operators.clustering import ExecuteClusteringOperator, ScheduleClusteringOperator
-from airflow_lake.operators.compact import CompactOperator
+from airflow_lake.operators.compact_upserts import CompactUpsertsOperator
 from airflow_lake.operators.table import LakeCleanOperator, LakeCreateTableOperator
 from airflow_lake.operators.upsert import VersionedUpsertOperator
 from airflow_lake.operators.write import LakeWriteOperator
@@ -40,7 +40,7 @@ def test_operators_that_commit_data_have_their_table_as_outlet() -> None:
         VersionedUpsertOperator(task_id="u", table="/lake/a", source_path="/in", version=1),
         BucketRewriteOperator(task_id="b", table="/lake/a"),
         ExecuteClusteringOperator(task_id="e", table="/lake/a"),
-        CompactOperator(task_id="c", table="/lake/a"),
+        CompactUpsertsOperator(task_id="c", table="/lake/a"),
     ]
     for op in committing:
         assert op.outlets == [Asset(name="file:///lake/a", uri="file:///lake/a", group="lake")], op.task_id

@@ -28,8 +28,8 @@ from airflow_lake.hooks.connect import OPEN_POINT
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.hooks.submit import LakeSubmitHook
 from airflow_lake.lake import LakeTable
-from airflow_lake.lake.format.instants import pending
-from tests.support import write_source
+from airflow_lake.lake.format.instants import ROLLED_BACK, pending
+from tests.support import FAST_HEARTBEAT, parquet_files_on_disk, write_source
 
 pytestmark = pytest.mark.slow
 NEXT_PID = Path("/proc/sys/kernel/ns_last_pid")
@@ -207,3 +207,27 @@ def test_a_kill_from_another_thread_while_the_session_opens_commits_nothing(
     monkeypatch.delenv("AIRFLOW_LAKE_RENDEZVOUS_POINT")
     hook.on_kill()
     assert hook.submit("write", {"table": table, "source": {"path": source}})["rows_added"] == 10
+
+
+def test_a_task_killed_over_connect_before_its_commit_rolls_back_its_instant(connect_conn_id: str,
+                                                                            tmp_path: Path) -> None:
+    table = str(tmp_path / "t")
+    LakeTable.create(table, {"schema": "id BIGINT, dt STRING, v DOUBLE", "partition_by": ["dt"],
+                             "properties": FAST_HEARTBEAT})
+    source = write_source(tmp_path / "a.parquet", range(30), ["a", "b", "c"] * 10)
+    flag = tmp_path / "reached"
+    env = {**os.environ, "AIRFLOW_LAKE_FAULT_POINT": "before_commit", "AIRFLOW_LAKE_FAULT_FLAG": str(flag)}
+    task = subprocess.Popen([sys.executable, "-c", KILLED_TASK, connect_conn_id, table, source], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not flag.exists():
+        assert task.poll() is None and time.monotonic() < deadline, task.stdout.read() if task.stdout else ""
+        time.sleep(0.2)
+    assert parquet_files_on_disk(table)  # written by the server, not committed
+    task.send_signal(signal.SIGTERM)
+    output, _ = task.communicate(timeout=60)
+    assert task.returncode == 1 and "TASK FAILED: LakeJobError" in output and "was killed" in output, output
+    lake = LakeTable.open(table)
+    assert pending(lake.storage) == [] and parquet_files_on_disk(table) == set()
+    assert [i.state for i in lake.timeline() if i.request_id == "killed"] == [ROLLED_BACK]
+    assert lake.snapshot().rows == 0

@@ -95,9 +95,9 @@ def test_plans_survive_recovery_and_a_rolled_back_plan_frees_its_files(table_pat
     for _ in range(4):
         append(table, "a", size=MB)
     plan_id = schedule(table_path)["plan_id"]
-    table.rollback()  # rolls back dead writers; a plan waiting to run is not one
+    table.rollback_pending()  # rolls back dead writers; a plan waiting to run is not one
     assert [p.id for p in pending_plans(table)] == [plan_id]
-    table.rollback([plan_id])
+    table.rollback_pending([plan_id])
     assert pending_plans(table) == [] and plan_id in table.state().rolled_back
     assert schedule(table_path, min_commits=0)["input_files"] == 4
 

@@ -245,7 +245,7 @@ def test_compaction_and_an_upsert_landing_meanwhile_keep_every_version(
             "query": f"SELECT 1L AS id, {n}L AS n UNION ALL SELECT 2L, {n}L", "tables": {}}})
     newer = {"table": path, "version": 3, "source": {"query": "SELECT 1L AS id, 30L AS n", "tables": {}}}
     with interleave(monkeypatch, "before_commit", lambda: run(spark, "versioned_upsert", newer)):
-        out = run(spark, "compact", {"table": path})
+        out = run(spark, "compact_upserts", {"table": path})
     assert out["files_before"] > out["files_after"]
     assert rows(spark, path) == [(1, 30), (2, 20)]
     late = {"table": path, "version": 0, "source": {"query": "SELECT 1L AS id, 0L AS n", "tables": {}}}

@@ -55,8 +55,8 @@ def test_dead_writer_is_rolled_back_by_the_next_writer_and_live_one_is_not(table
     assert all(on_disk(table, f) for f in live_files) and on_disk(table, committed)
     assert len(pending_names(table, live.instant)) == 5  # requested, inflight, heartbeat, 2 markers
     with pytest.raises(LakeError, match="alive"):
-        table.rollback([live.instant])
-    assert table.rollback() is None  # nothing stale any more
+        table.rollback_pending([live.instant])
+    assert table.rollback_pending() is None  # nothing stale any more
     assert states(table)[live.instant] == INFLIGHT
 
     # the dead writer wakes up: it must not commit anything
@@ -83,14 +83,14 @@ def test_rollback_on_request_of_a_dead_writer(table_path: str) -> None:
     put_file(table, files[0])
     dead._heartbeat.stop()
     backdate(table, dead.instant, 30)
-    entry = table.rollback([dead.instant], request_id="rb-1")
+    entry = table.rollback_pending([dead.instant], request_id="rb-1")
     assert entry is not None and entry.rolled_back == (dead.instant,)
     assert entry.metadata["reason"] == "requested"
     assert table.find_request("rb-1") == entry
     assert not on_disk(table, files[0]) and pending_names(table, dead.instant) == []
     timeline = {i.id: i for i in table.timeline()}
     assert timeline[dead.instant].state == ROLLED_BACK and timeline[dead.instant].request_id == "job-7"
-    assert table.rollback([dead.instant]) is None  # already rolled back: nothing to do
+    assert table.rollback_pending([dead.instant]) is None  # already rolled back: nothing to do
     with pytest.raises(LakeInstantRolledBack):
         dead.commit(added=files)
 
@@ -99,19 +99,19 @@ def test_rollback_of_completed_or_unknown_instants_is_refused(table_path: str) -
     table = make_table(table_path)
     entry, (item,) = append(table, "a", disk=True)
     with pytest.raises(LakeError, match="completed"):
-        table.rollback([entry.instant])
+        table.rollback_pending([entry.instant])
     with pytest.raises(LakeError, match="not pending"):
-        table.rollback(["20000101000000000"])
+        table.rollback_pending(["20000101000000000"])
     assert on_disk(table, item) and table.commit_log.head() == 1
 
 
 def test_rollback_with_nothing_stale_returns_none(table_path: str) -> None:
     table = make_table(table_path)
-    assert table.rollback() is None
+    assert table.rollback_pending() is None
     append(table, "a")
     txn = table.begin("commit", "write")
-    assert table.rollback() is None
-    assert table.rollback([]) is None  # an empty list rolls back nothing
+    assert table.rollback_pending() is None
+    assert table.rollback_pending([]) is None  # an empty list rolls back nothing
     txn.commit(added=[data_file(txn)])
     assert table.commit_log.head() == 2
 
@@ -135,13 +135,13 @@ def test_requested_replace_plans_are_never_rolled_back_automatically(table_path:
     backdate(table, planned, 3600)
     txn = table.begin("commit", "write")
     txn.commit(added=[data_file(txn)])
-    assert table.rollback() is None
+    assert table.rollback_pending() is None
     item = {i.id: i for i in table.timeline()}[planned]
     assert (item.state, item.action, item.operation) == (REQUESTED, "replace", "schedule_clustering")
     assert item.metadata == plan
     assert planned not in table.state().rolled_back
     # an explicit request may drop a plan
-    entry = table.rollback([planned])
+    entry = table.rollback_pending([planned])
     assert entry is not None and entry.rolled_back == (planned,)
     assert states(table)[planned] == ROLLED_BACK and pending_names(table, planned) == []
 
@@ -155,7 +155,7 @@ def test_stale_inflight_replace_is_rolled_back(table_path: str) -> None:
     put_file(table, new)
     run._heartbeat.stop()
     backdate(table, run.instant, 30)
-    assert table.rollback() is not None
+    assert table.rollback_pending() is not None
     assert states(table)[run.instant] == ROLLED_BACK
     assert not on_disk(table, new) and on_disk(table, old)
     assert live_paths(table) == {old.path}
@@ -173,7 +173,7 @@ def test_leftovers_of_a_completed_instant_are_removed_without_its_data(table_pat
         txn.commit(added=files)
     assert len(pending_names(table, txn.instant)) == 5
     backdate(table, txn.instant, 30)
-    assert table.rollback() is None  # nothing to roll back, but the leftovers are tidied
+    assert table.rollback_pending() is None  # nothing to roll back, but the leftovers are tidied
     assert pending_names(table, txn.instant) == []
     assert all(on_disk(table, f) for f in files)
     assert live_paths(table) == {f.path for f in files}
@@ -192,7 +192,7 @@ def test_leftovers_of_a_rolled_back_instant_lose_their_files(table_path: str,
     with monkeypatch.context() as patch:
         patch.setattr("airflow_lake.lake.commit.recovery.delete_written_files", lambda table, instant: 0)
         patch.setattr(instants_module, "remove_pending", lambda storage, instant: None)
-        table.rollback([dead.instant])
+        table.rollback_pending([dead.instant])
     assert dead.instant in table.state().rolled_back
     assert on_disk(table, item) and pending_names(table, dead.instant)
     nxt = table.begin("commit", "write")
@@ -241,7 +241,7 @@ def test_a_writer_completing_while_it_is_rolled_back_keeps_its_files(table_path:
         return real_append(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(LakeTable, "append_entry", commit_first)
-    table.rollback([slow.instant])
+    table.rollback_pending([slow.instant])
     monkeypatch.undo()
     state = table.state()
     assert slow.instant in state.instants
@@ -265,7 +265,7 @@ def test_pending_listing_skips_an_instant_that_finishes_meanwhile(table_path: st
 
     monkeypatch.setattr(table.storage, "read_json", read_then_finish)
     assert instants_module.pending(table.storage) == []
-    assert table.rollback() is None
+    assert table.rollback_pending() is None
     txn._heartbeat.stop()
 
 
@@ -288,7 +288,7 @@ def test_a_damaged_pending_file_blocks_nobody_and_is_rolled_back_once_stale(
     item = {i.id: i for i in table.timeline()}[damaged]
     assert item.state == REQUESTED and item.action in ("unknown",)
     backdate(table, damaged, 30)
-    rollback = LakeTable(table_path).rollback()  # the rollback operation itself works
+    rollback = LakeTable(table_path).rollback_pending()  # the rollback operation itself works
     assert rollback is not None and rollback.rolled_back == (damaged,)
     assert states(table)[damaged] == ROLLED_BACK and pending_names(table, damaged) == []
     append(LakeTable(table_path), "c")
@@ -314,7 +314,7 @@ def test_a_writer_whose_process_is_gone_from_this_host_is_dead_before_the_timeou
         info = table.storage.read_json(inflight_file(run.instant))
         table.storage.write_json(inflight_file(run.instant), {**info, "host": host, "pid": pid})
         runs.append(run.instant)
-    table.rollback()  # heartbeats are fresh (timeout 1 h): only the first writer is surely dead
+    table.rollback_pending()  # heartbeats are fresh (timeout 1 h): only the first writer is surely dead
     assert [states(table)[i] for i in runs] == [ROLLED_BACK, INFLIGHT, INFLIGHT]
 
 

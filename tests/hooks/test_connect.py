@@ -5,11 +5,6 @@ settings behave as the spark-submit path's do."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,9 +19,9 @@ from airflow_lake.datagen import bdci
 from airflow_lake.exceptions import LakeJobError
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.lake import LakeSpecError, LakeTable
-from airflow_lake.lake.format.instants import ROLLED_BACK, pending
+from airflow_lake.lake.format.instants import pending
 from tests.lake.upsert.oracle import as_strings, bdci_expected
-from tests.support import FAST_HEARTBEAT, parquet_files_on_disk, write_source
+from tests.support import write_source
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +64,7 @@ def chains(root: Path, data: Path) -> list[list[tuple[str, dict[str, Any]]]]:
     upserts = [
         ("create_table", {"table": users, **bdci.table_spec(4)}),
         *[("versioned_upsert", {"table": users, "source": {"path": str(batches[v])}, "version": v}) for v in (2, 0)],
-        ("compact", {"table": users}),
+        ("compact_upserts", {"table": users}),
         ("versioned_upsert", {"table": users, "source": {"path": str(batches[1])}, "version": 1}),  # late, lower
     ]
     return [tables, upserts]
@@ -166,39 +161,3 @@ def test_the_workers_must_run_our_airflow_lake(connect_conn_id: str, tmp_path: P
     with pytest.raises(LakeJobError, match=r"import airflow_lake 0\.1\.0 .* this task runs 99\.0"):
         LakeHook(connect_conn_id, ship_package=False).submit("write", {"table": table, "source": {"path": source}})
     assert LakeTable.open(table).snapshot().rows == 5
-
-
-KILLED_TASK = """
-import signal, sys
-from airflow_lake.hooks.lake import LakeHook
-hook = LakeHook(sys.argv[1])
-signal.signal(signal.SIGTERM, lambda *_: hook.on_kill())  # what Airflow's task runner does on SIGTERM
-try:
-    hook.submit("write", {"table": sys.argv[2], "source": {"path": sys.argv[3]}, "request_id": "killed"})
-except Exception as err:
-    print("TASK FAILED:", type(err).__name__, err, flush=True)
-    sys.exit(1)
-"""
-
-
-def test_a_killed_task_stops_and_rolls_back_its_instant(connect_conn_id: str, tmp_path: Path) -> None:
-    table = str(tmp_path / "t")
-    LakeTable.create(table, {"schema": "id BIGINT, dt STRING, v DOUBLE", "partition_by": ["dt"],
-                             "properties": FAST_HEARTBEAT})
-    source = write_source(tmp_path / "a.parquet", range(30), ["a", "b", "c"] * 10)
-    flag = tmp_path / "reached"
-    env = {**os.environ, "AIRFLOW_LAKE_FAULT_POINT": "before_commit", "AIRFLOW_LAKE_FAULT_FLAG": str(flag)}
-    task = subprocess.Popen([sys.executable, "-c", KILLED_TASK, connect_conn_id, table, source], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while not flag.exists():
-        assert task.poll() is None and time.monotonic() < deadline, task.stdout.read() if task.stdout else ""
-        time.sleep(0.2)
-    assert parquet_files_on_disk(table)  # written by the server, not committed
-    task.send_signal(signal.SIGTERM)
-    output, _ = task.communicate(timeout=60)
-    assert task.returncode == 1 and "TASK FAILED: LakeJobError" in output and "was killed" in output, output
-    lake = LakeTable.open(table)
-    assert pending(lake.storage) == [] and parquet_files_on_disk(table) == set()
-    assert [i.state for i in lake.timeline() if i.request_id == "killed"] == [ROLLED_BACK]
-    assert lake.snapshot().rows == 0
