@@ -6,14 +6,22 @@
     airflow-lake remove-orphan-files /lake/sales [--dry-run] [--older-than-hours H] [--json]
     airflow-lake plans /lake/sales [--json]
     airflow-lake rollback-pending /lake/sales [INSTANT ...] [--json]
+    airflow-lake restore /lake/sales --to SEQ|INSTANT|TIMESTAMP [--dry-run] [--json]
+    airflow-lake alter /lake/sales [--add "c2 BIGINT AFTER c1"] [--widen "c BIGINT"] [--drop c] [--rename a=b]
+                                   [--set k=v] [--unset k] [--json]   (in the order given; one commit, no data file)
+    airflow-lake delete /lake/sales --where PREDICATE | --filter COLUMN OP VALUE ... [--dry-run] [--json]
+                                   (the one command that starts Spark: rows are rewritten; cli_delete.py)
+    airflow-lake delete /lake/users --keys '[{"user_id": 42}]' --version N   (primary-key tables)
     airflow-lake connect-server [--port 15002] [--master local[2]]   (a Spark Connect server for lake tasks)
 
 It works on metadata (the commit log, checkpoints and pending instants), so it needs neither Spark
-nor Airflow. Only `remove-orphan-files` and `rollback-pending` change anything: the first deletes files no
-log entry holds, the second rolls back the named pending instants (a clustering plan too; never a live
-writer) or, without ids, every pending instant whose writer died. Their old names `vacuum` and `rollback`
-still work and say so on stderr (docs/api.md, "Names"). Errors print `airflow-lake: <message>` on stderr and
-exit with code 2.
+nor Airflow. Only `remove-orphan-files`, `rollback-pending` and `restore` change anything: the first deletes
+files no log entry holds (younger than the table's clean.retain.hours only with --force), the second rolls back
+the named pending instants (a clustering plan too; never a live writer) or, without ids, every pending instant
+whose writer died, the third commits a snapshot equal to an earlier one (`--to`: 17 digits are an instant
+id, other digits a log sequence number, anything else a time, ISO-8601 or UNIX seconds with a decimal point).
+The old names `vacuum` and `rollback` still work and say so on stderr (docs/api.md, "Names"). Errors print
+`airflow-lake: <message>` on stderr and exit with code 2.
 """
 
 from __future__ import annotations
@@ -21,15 +29,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 
 from airflow_lake import cli_format as fmt
 from airflow_lake import connect_server
+from airflow_lake.cli_delete import add_delete_parser, delete_data, render_delete
 from airflow_lake.lake.errors import LakeError, LakeSpecError
 from airflow_lake.lake.format.instants import is_instant_id
+from airflow_lake.lake.maintenance import restore as restore_module
+from airflow_lake.lake.maintenance.orphans import remove_orphan_files
 from airflow_lake.lake.table import LakeTable
-from airflow_lake.reports import Data, files_data, orphan_files_data, plans_data, show_data, timeline_data
+from airflow_lake.reports import Data, files_data, plans_data, show_data, timeline_data
 
 PROG = "airflow-lake"
 EXIT_OK, EXIT_ERROR = 0, 2
@@ -69,7 +81,8 @@ def _hours(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `airflow-lake`."""
     parser = argparse.ArgumentParser(prog=PROG, description="Inspect airflow-lake tables (metadata only), "
-                                                             "remove orphan files, roll back pending instants.")
+                                                             "remove orphan files, roll back pending instants, "
+                                                             "restore an earlier snapshot.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     timeline = commands.add_parser("timeline", help="instants of a table, oldest first")
     timeline.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT,
@@ -86,15 +99,31 @@ def build_parser() -> argparse.ArgumentParser:
                          help="only list what would be deleted; change nothing")
         sub.add_argument("--older-than-hours", dest="older_than_hours", type=_hours, default=None,
                          help="keep files modified more recently (default: the table property clean.retain.hours)")
+        sub.add_argument("--force", action="store_true",
+                         help="allow --older-than-hours below the table's clean.retain.hours (a running writer's "
+                              "files may be deleted)")
     plans = commands.add_parser("plans", help="pending clustering plans and commits since the last clustering")
     rollback = _with_old_name(commands, "rollback-pending", help="roll back the named pending instants (a "
                               "clustering plan too), or without ids every one whose writer died")
-    for sub in (timeline, files, show, *removal, plans, *rollback):
+    restore = commands.add_parser("restore", help="commit a snapshot equal to an earlier one (undo commits; "
+                                  "history stays)")
+    restore.add_argument("--to", dest="to", required=True, metavar="SEQ|INSTANT|TIMESTAMP",
+                         help="a log sequence number, a completed instant id (17 digits), or a time (ISO-8601, UTC "
+                              "without a zone, or UNIX seconds with a decimal point): the last snapshot at or "
+                              "before it")
+    restore.add_argument("--dry-run", dest="dry_run", action="store_true",
+                         help="only print what would be removed and re-added; change nothing")
+    alter = commands.add_parser("alter", help="add, widen, drop or rename columns, set or unset properties (in "
+                                "the order given, one commit; no data file is rewritten)")
+    for flag, metavar, text in _ALTER_FLAGS:
+        alter.add_argument(f"--{flag}", dest="changes", action=_AlterChange, metavar=metavar, help=text)
+    for sub in (timeline, files, show, *removal, plans, *rollback, restore, alter):
         sub.add_argument("path", help="table path or URL")
         sub.add_argument("--json", action="store_true", help="print JSON instead of a text table")
     for sub in rollback:
         sub.add_argument("instants", nargs="*", metavar="INSTANT",
                          help="pending instant ids (17 digits) as `timeline` and `plans` show them")
+    add_delete_parser(commands)  # (needs Spark: cli_delete.py)
     connect_server.add_arguments(commands.add_parser(
         "connect-server", help="run a Spark Connect server (from the pip package) for lake tasks"))
     return parser
@@ -129,14 +158,121 @@ def _render_rollback(data: Data) -> str:
     return f"{data['table']}: nothing to roll back (no pending instant whose writer died)"
 
 
+def _orphans_data(table: LakeTable, args: argparse.Namespace) -> Data:
+    result = remove_orphan_files(table, args.older_than_hours, dry_run=args.dry_run, force=args.force)
+    return {"table": table.url, **result.to_dict()}
+
+
+def _restore_data(table: LakeTable, args: argparse.Namespace) -> Data:
+    target = restore_module.target_from_text(args.to)
+    result = restore_module.restore(table, target, dry_run=args.dry_run)
+    entry = result.entry
+    return {**result.plan.to_dict(), "target": target.describe(), "dry_run": args.dry_run,
+            "committed": entry is not None, "instant": entry.instant if entry else None,
+            "seq": entry.seq if entry else None}
+
+
+def _render_restore(data: Data) -> str:
+    head = (f"table {data['table']}: restore to seq {data['restored_to_seq']} (instant {data['restored_to_instant']}, "
+            f"completed {data['restored_to_completed_at']}) from seq {data['restored_from_seq']}")
+    if data["noop"]:
+        return f"{head}\nnothing to do: the latest snapshot already equals it"
+    counts = f"{len(data['removed'])} file(s) removed, {len(data['readded'])} re-added"
+    changed = [name for key, name in (("spec_changed", "spec"), ("versions_changed", "upsert versions"))
+               if data[key]]
+    lines = [head, f"dry run: would commit {counts}" if data["dry_run"] else
+             f"restored as log entry {data['seq']} (instant {data['instant']}): {counts}"]
+    if changed:
+        lines.append(f"also restored: {', '.join(changed)}")
+    lines += [f"remove  {p}" for p in data["removed"]] + [f"re-add  {p}" for p in data["readded"]]
+    return "\n".join(lines)
+
+
+# -- alter ---------------------------------------------------------------------------------------------
+_ALTER_FLAGS = (
+    ("add", '"NAME TYPE [AFTER COL|FIRST]"', "add a nullable column (at the end unless AFTER or FIRST)"),
+    ("widen", '"NAME TYPE"', "widen a column's type (int -> bigint, float -> double, decimal, date -> timestamp_ntz)"),
+    ("drop", "NAME", "drop a column (its data stays in old files, never read again)"),
+    ("rename", "OLD=NEW", "rename a column (old files keep reading right)"),
+    ("set", "KEY=VALUE", "set a table property, e.g. clean.retain.hours=24"),
+    ("unset", "KEY", "unset a table property (its default applies again)"),
+)
+_ADD = re.compile(r"^\s*(\S+)\s+(.+?)(?:\s+AFTER\s+(\S+)|\s+(FIRST))?\s*$", re.IGNORECASE | re.DOTALL)
+
+
+class _AlterChange(argparse.Action):
+    """Collects the alter flags as changes in the order given on the command line (argparse keeps no order
+    across different flags)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        changes = list(getattr(namespace, self.dest, None) or [])
+        try:
+            changes.append(_alter_change(str(option_string).lstrip("-"), str(values)))
+        except ValueError as err:
+            parser.error(str(err))  # exits with usage and code 2
+        setattr(namespace, self.dest, changes)
+
+
+def _alter_change(flag: str, text: str) -> dict[str, object]:
+    """The JSON form of one alter flag (checked in full against the table by `alter_table`)."""
+    where = f"--{flag}"
+    if flag in ("add", "widen"):
+        match = _ADD.match(text)
+        if match is None or (flag == "widen" and (match.group(3) or match.group(4))):
+            shape = '"NAME TYPE [AFTER COL|FIRST]"' if flag == "add" else '"NAME TYPE"'
+            raise ValueError(f"{where} {text!r}: expected {shape}")
+        change: dict[str, object] = {flag: match.group(1), "type": match.group(2)}
+        if match.group(3):
+            change["after"] = match.group(3)
+        if match.group(4):
+            change["first"] = True
+        return change
+    if flag in ("rename", "set"):
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"{where} {text!r}: expected {'OLD=NEW' if flag == 'rename' else 'KEY=VALUE'}")
+        if flag == "rename":
+            return {"rename": key.strip(), "to": value.strip()}
+        return {"set_properties": {key.strip(): value.strip()}}
+    if flag == "unset":
+        return {"unset_properties": [text.strip()]}
+    return {"drop": text.strip()}
+
+
+def _alter_data(table: LakeTable, args: argparse.Namespace) -> Data:
+    changes = list(args.changes or [])
+    if not changes:
+        raise LakeSpecError("alter", "no change given.", "Give at least one of --add, --widen, --drop, --rename, "
+                            "--set, --unset.")
+    entry = table.alter_table(changes)
+    spec = entry.metadata.get("spec") or {}
+    return {"table": table.url, "instant": entry.instant, "seq": entry.seq, "changes": changes,
+            "columns": [{k: c[k] for k in ("name", "type", "physical") if k in c} for c in spec.get("columns", [])],
+            "properties": spec.get("properties", {})}
+
+
+def _render_alter(data: Data) -> str:
+    lines = [f"{data['table']}: altered as log entry {data['seq']} (instant {data['instant']}), "
+             f"{len(data['changes'])} change(s); no data file written", "columns:"]
+    for column in data["columns"]:
+        physical = f"  (in files: {column['physical']})" if "physical" in column else ""
+        lines.append(f"  {column['name']} {column['type']}{physical}")
+    if data["properties"]:
+        lines.append("properties: " + ", ".join(f"{k}={v}" for k, v in sorted(data["properties"].items())))
+    return "\n".join(lines)
+
+
 COMMANDS: dict[str, tuple[Callable[[LakeTable, argparse.Namespace], Data], Callable[[Data], str]]] = {
     "timeline": (lambda t, a: timeline_data(t, a.limit), fmt.render_timeline),
     "files": (lambda t, a: files_data(t, a.as_of), fmt.render_files),
     "show": (lambda t, a: show_data(t, a.as_of), fmt.render_show),
-    "remove-orphan-files": (lambda t, a: orphan_files_data(t, a.older_than_hours, a.dry_run),
-                            fmt.render_remove_orphan_files),
+    "remove-orphan-files": (_orphans_data, fmt.render_remove_orphan_files),
     "plans": (lambda t, a: plans_data(t), fmt.render_plans),
     "rollback-pending": (_rollback_data, _render_rollback),
+    "restore": (_restore_data, _render_restore),
+    "alter": (_alter_data, _render_alter),
+    "delete": (delete_data, render_delete),
 }
 
 

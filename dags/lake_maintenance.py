@@ -6,7 +6,8 @@ asset event from `lake_ods_to_dm`) queues a run.
 - `ScheduleClusteringOperator` -> `ExecuteClusteringOperator`: the DM partitions' small files rewritten in
   Z-order (or Hilbert order) over the columns the dashboards filter on, so their queries skip files;
 - `CompactUpsertsOperator` on the primary-key dimensions (their upserts folded into base files);
-- `LakeCleanOperator` on every table: files replaced more than `retain_hours` ago are deleted.
+- `LakeCleanOperator` on every table: files replaced more than `retain_hours` ago are deleted. It cannot go below
+  the tables' `clean.retain.hours` (168 h, the default): snapshots within it stay restorable (`LakeRestoreOperator`).
 
     airflow dags test lake_maintenance 2024-01-02 -c '{"layout": "HILBERT"}'
 """
@@ -26,6 +27,9 @@ from airflow_lake.operators.maintenance import LakeCleanOperator
 from airflow_lake.sensors.commit_count import CommitCountSensor
 
 DM = TABLES["dm_work_7d"]
+# The example tables keep the default clean.retain.hours; clean refuses a shorter retention without `force`, so the
+# form does too (a table created with a lower property could go lower).
+TABLE_RETAIN_HOURS = 168
 
 with DAG(
     dag_id="lake_maintenance",
@@ -45,8 +49,9 @@ with DAG(
                                    description="Size of a clustered file (small for the sample data, so a "
                                                "partition becomes several files that queries can skip)."),
         # whole hours: JSON Schema's "number" takes NaN (it fails no minimum), an integer cannot be NaN
-        "retain_hours": Param(168, type="integer", minimum=0, maximum=10 * 365 * 24,
-                              description="Keep replaced files this many hours (time travel), then delete them."),
+        "retain_hours": Param(TABLE_RETAIN_HOURS, type="integer", minimum=TABLE_RETAIN_HOURS, maximum=10 * 365 * 24,
+                              description="Keep replaced files this many hours (time travel, restore), then delete "
+                                          f"them; at least the tables' clean.retain.hours ({TABLE_RETAIN_HOURS})."),
     },
     doc_md=__doc__,
 ) as dag:

@@ -290,7 +290,7 @@ def test_remove_orphan_files_dry_run_then_delete(table: LakeTable, capsys: pytes
 
     _, out, _ = run(capsys, "remove-orphan-files", table.url, "--older-than-hours", "0.5", "--dry-run", "--json")
     assert json.loads(out)["orphans"] == [new]
-    code, out, _ = run(capsys, "remove-orphan-files", table.url, "--older-than-hours", "0.5")
+    code, out, _ = run(capsys, "remove-orphan-files", table.url, "--older-than-hours", "0.5", "--force")
     assert code == 0 and row(out, "deleted")[:3] == ["deleted", "1", "orphan"]
     assert f"recorded as instant {table.commit_log.read(4).instant}, seq 4" in out
     _, out, _ = run(capsys, "remove-orphan-files", table.url)
@@ -361,7 +361,7 @@ def test_bad_as_of(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None
 def test_as_of_before_clean(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
     old = table.commit_log.read(1).added[0].path
     commit(table, [("a", 1, 1)], removed=[old])
-    entry = clean_module.clean(table, 0, now=time.time() + 60)
+    entry = clean_module.clean(table, 0, now=time.time() + 60, force=True)
     assert entry is not None and entry.metadata["deleted"] == [old]
 
     code, _, err = run(capsys, "show", table.url, "--as-of", "2")

@@ -5,7 +5,8 @@ Rooms, lowest first; a room imports only rooms below it (`tests/lake/test_rooms.
 - `spec/`: the table spec, types, partitions, bucketing, merge operators, strict reading;
 - `format/`: the table on disk: paths, storage, log, instants, data files, state, checkpoints, snapshots, filters;
 - `commit/` (the commit protocol) and `spark/` (the Spark side), side by side, neither importing the other;
-- the operations: `write/`, `upsert/`, `buckets/`, `clustering/`, `maintenance/`;
+- the operations: `write/`, `upsert/`, `buckets/`, `clustering/`, `delete/`, `alter/`, `maintenance/` (clean,
+  orphan removal, restore);
 - `table.py`: `LakeTable`, the one door for users, over all of the above;
 - `sources/`: what a job reads, opening other tables through the door.
 See docs/architecture.md.

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from airflow_lake.lake.maintenance.orphans import OrphanFilesResult
+    from airflow_lake.lake.maintenance.restore import RestoreResult
 
 log = logging.getLogger(__name__)
 __all__ = ["AsOf", "LakeTable"]
@@ -156,6 +157,33 @@ class LakeTable(TableMetadata):
 
         return lake_write.write(self, df, mode=mode, partitions=partitions, request_id=request_id)
 
+    def delete(self, spark: SparkSession, *, filters: Iterable[Sequence[Any]] | None = None, where: str | None = None,
+               request_id: str | None = None) -> LogEntry | None:
+        """Delete the rows matching `filters` ([("user_id", "=", 42)]) or `where` (a SQL predicate such as
+        "user_id = 42"; exactly one of them) copy-on-write, as one `replace` commit; None if no row matched
+        (`lake.delete`). A primary-key table deletes keys at a version: `delete_keys`."""
+        from airflow_lake.lake.delete.copy_on_write import delete
+
+        return delete(self, spark, filters=filters, where=where, request_id=request_id).entry
+
+    def delete_keys(self, spark: SparkSession, keys: DataFrame, *, version: int, request_id: str | None = None
+                    ) -> LogEntry | None:
+        """Versioned delete of a primary-key table: `keys` (a DataFrame of the key and partition columns) lose what
+        versions <= `version` said about them; later upserts of higher versions bring them back, late ones of
+        lower versions stay deleted, also after compaction (`lake.upsert.deletes`); None if `keys` is empty. A
+        retry of a committed `request_id` returns that commit."""
+        from airflow_lake.lake.upsert.deletes import versioned_delete
+
+        return versioned_delete(self, spark, keys, version=version, request_id=request_id).entry
+
+    def alter_table(self, changes: Sequence[Mapping[str, Any]], *, request_id: str | None = None) -> LogEntry:
+        """Change the schema or properties in one commit that writes no data file: `changes` in order, e.g.
+        [{"add": "c2", "type": "bigint", "after": "c1"}, {"widen": "c", "type": "bigint"}, {"drop": "d"},
+        {"rename": "a", "to": "b"}, {"set_properties": {"clean.retain.hours": "24"}}] (`lake.alter`)."""
+        from airflow_lake.lake.alter.alter_table import alter_table
+
+        return alter_table(self, changes, request_id=request_id).entry
+
     def rollback_pending(self, instant_ids: Iterable[str] | None = None,
                          request_id: str | None = None) -> LogEntry | None:
         """Roll back the named pending instants, or (None) every one whose writer is dead. Completed commits
@@ -174,23 +202,38 @@ class LakeTable(TableMetadata):
         (its own aborted write, a task it killed). Use `rollback_pending` for anyone else's."""
         return recovery.rollback_unchecked(self, instant_ids, reason)
 
-    def clean(self, retain_hours: float | None = None, request_id: str | None = None) -> LogEntry | None:
-        """Delete removed files no snapshot within `retain_hours` needs (default: the table property)."""
-        return clean_module.clean(self, retain_hours, request_id=request_id)
+    def clean(self, retain_hours: float | None = None, request_id: str | None = None, *,
+              force: bool = False) -> LogEntry | None:
+        """Delete removed files no snapshot within `retain_hours` needs (default: the table property
+        `clean.retain.hours`; a shorter one needs `force`)."""
+        return clean_module.clean(self, retain_hours, request_id=request_id, force=force)
 
     def remove_orphan_files(self, older_than_hours: float | None = None, *, dry_run: bool = False,
-                            request_id: str | None = None) -> OrphanFilesResult:
+                            request_id: str | None = None, force: bool = False) -> OrphanFilesResult:
         """Delete files under the root that no log entry holds, untouched for `older_than_hours` (default:
-        the property `clean.retain.hours`); `dry_run` only lists them."""
+        the property `clean.retain.hours`; a shorter one needs `force`); `dry_run` only lists them."""
         from airflow_lake.lake.maintenance import orphans
 
-        return orphans.remove_orphan_files(self, older_than_hours, dry_run=dry_run, request_id=request_id)
+        return orphans.remove_orphan_files(self, older_than_hours, dry_run=dry_run, request_id=request_id,
+                                           force=force)
+
+    def restore(self, *, to_seq: int | None = None, to_instant: str | None = None,
+                to_timestamp: float | str | None = None, dry_run: bool = False,
+                request_id: str | None = None) -> RestoreResult:
+        """Commit a snapshot equal to an earlier one, given by exactly one of `to_seq` (log sequence number),
+        `to_instant` (instant id) or `to_timestamp` (ISO-8601 or UNIX seconds: the last snapshot completed at or
+        before it): Delta's RESTORE. Files, spec, upsert versions and request ids become the target's; history
+        stays. `dry_run` only plans; restoring the current snapshot commits nothing (`maintenance.restore`)."""
+        from airflow_lake.lake.maintenance import restore as restore_module
+
+        target = restore_module.target_of(to_seq, to_instant, to_timestamp)
+        return restore_module.restore(self, target, dry_run=dry_run, request_id=request_id)
 
     def vacuum(self, older_than_hours: float | None = None, *, dry_run: bool = False,
-               request_id: str | None = None) -> OrphanFilesResult:
+               request_id: str | None = None, force: bool = False) -> OrphanFilesResult:
         """Deprecated name of `remove_orphan_files` (not `clean`, which is what Delta calls VACUUM)."""
         _renamed("vacuum", "remove_orphan_files")
-        return self.remove_orphan_files(older_than_hours, dry_run=dry_run, request_id=request_id)
+        return self.remove_orphan_files(older_than_hours, dry_run=dry_run, request_id=request_id, force=force)
 
 
 def _renamed(old: str, new: str) -> None:

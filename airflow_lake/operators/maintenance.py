@@ -1,4 +1,5 @@
-"""Upkeep operators: roll back pending instants, clean replaced files, remove orphan files.
+"""Upkeep operators: roll back pending instants, clean replaced files, remove orphan files (restore is in
+`operators/restore.py`).
 
 Names from the field (docs/api.md, "Names"): `clean` is Hudi's cleaner (Delta's VACUUM), `remove_orphan_files`
 Iceberg's action of that name; `rollback_pending` only rolls back instants that never completed.
@@ -18,7 +19,7 @@ from airflow_lake.operators.rendered import rendered_selection
 
 class LakeRollbackPendingOperator(LakeOperator):
     """Roll back pending instants whose writer died (or the named `instants`); completed commits are refused
-    (undoing one will be `restore`, issue 22).
+    (undoing one is a restore: `LakeRestoreOperator`).
 
     :param instants: instant ids to roll back (templated); left out (None), every pending instant whose writer
         is dead. An empty list rolls back nothing (`noop`) — also when an upstream task or a template gives
@@ -43,20 +44,30 @@ class LakeRollbackPendingOperator(LakeOperator):
 
 class LakeCleanOperator(LakeOperator):
     """Delete data files that no snapshot within `retain_hours` needs (default: the table's property): Hudi's
-    cleaner, what Delta calls VACUUM."""
+    cleaner, what Delta calls VACUUM.
+
+    :param retain_hours: keep files removed more recently (templated; default: the table's `clean.retain.hours`).
+        A shorter retention than that property is refused unless `force`.
+    :param force: allow a `retain_hours` shorter than the table's `clean.retain.hours` (logged, and recorded as
+        `forced` in the clean's log entry): time travel and restore to the snapshots in between then fail.
+    """
 
     operation: ClassVar[str] = "clean"
     template_fields: Sequence[str] = (*LakeOperator.template_fields, "retain_hours")
 
-    def __init__(self, *, retain_hours: float | str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, retain_hours: float | str | None = None, force: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not _is_template(retain_hours) and retain_hours is not None:
             _hours(retain_hours, "retain_hours")
         self.retain_hours = retain_hours
+        self.force = _flag(force, "force")
 
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The clean spec (from the rendered field)."""
-        return {} if self.retain_hours in (None, "") else {"retain_hours": _hours(self.retain_hours, "retain_hours")}
+        spec: dict[str, Any] = {"force": True} if self.force else {}
+        if self.retain_hours not in (None, ""):
+            spec["retain_hours"] = _hours(self.retain_hours, "retain_hours")
+        return spec
 
 
 class LakeRemoveOrphanFilesOperator(LakeOperator):
@@ -70,13 +81,15 @@ class LakeRemoveOrphanFilesOperator(LakeOperator):
         `clean.retain.hours`). 0 deletes every orphan at once: only when no writer of an older version runs.
     :param list_only: a dry run: only list what would be deleted (templated; "true" / "false" after rendering
         are accepted). Not called `dry_run`: that name is `BaseOperator.dry_run()`.
+    :param force: allow an `older_than_hours` shorter than the table's `clean.retain.hours` (logged, and recorded
+        as `forced` in the log entry); without it such a run is refused (a dry run is not).
     """
 
     operation: ClassVar[str] = "remove_orphan_files"
     template_fields: Sequence[str] = (*LakeOperator.template_fields, "older_than_hours", "list_only")
 
     def __init__(self, *, older_than_hours: float | str | None = None, list_only: bool | str = False,
-                 **kwargs: Any) -> None:
+                 force: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not _is_template(older_than_hours) and older_than_hours is not None:
             _hours(older_than_hours)
@@ -84,10 +97,11 @@ class LakeRemoveOrphanFilesOperator(LakeOperator):
             _flag(list_only)
         self.older_than_hours = older_than_hours
         self.list_only = list_only
+        self.force = _flag(force, "force")
 
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The remove_orphan_files spec (from the rendered fields)."""
-        spec: dict[str, Any] = {"dry_run": _flag(self.list_only)}
+        spec: dict[str, Any] = {"dry_run": _flag(self.list_only), **({"force": True} if self.force else {})}
         if self.older_than_hours not in (None, ""):
             spec["older_than_hours"] = _hours(self.older_than_hours)
         return spec
@@ -109,11 +123,11 @@ def _hours(value: Any, name: str = "older_than_hours") -> float:
     return hours
 
 
-def _flag(value: Any) -> bool:
+def _flag(value: Any, name: str = "list_only") -> bool:
     """A boolean, or its rendered text ("true" / "false", any case)."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower() if isinstance(value, str) else None
     if text in ("true", "false"):
         return text == "true"
-    raise ValueError(f"list_only must be true or false, got {value!r}")
+    raise ValueError(f"{name} must be true or false, got {value!r}")

@@ -22,19 +22,27 @@ class VersionedUpsertOperator(SourceMixin, LakeOperator):
 
     :param replace_version: replace an earlier upsert of the same version(s) that had other data (not yet
         compacted); without it, such an upsert fails and the same data again is a no-op.
+    :param schema_evolution: "add_columns" adds the source's columns the table lacks (nullable, at the end) in
+        the same commit; keys upserted before read them as NULL (templated).
+    :param merge_operators: merge operators of the columns schema evolution adds (default "last").
+    :param delete_column: the source's boolean delete-marker column (default: `_delete`, when the source has it
+        and the table does not; e.g. Hudi's `_hoodie_is_deleted`): a true row deletes its key at the row's version
+        (a later upsert of a lower version stays deleted); never stored (templated).
     """
 
     operation: ClassVar[str] = "versioned_upsert"
     emits_asset: ClassVar[bool] = True
     template_fields: Sequence[str] = (*LakeOperator.template_fields, *SourceMixin.source_fields, "version",
-                                      "version_column")
+                                      "version_column", "schema_evolution", "delete_column")
     template_fields_renderers: ClassVar[dict[str, str]] = {**LakeOperator.template_fields_renderers,
                                                            **SourceMixin.source_renderers}
 
     def __init__(self, *, source_path: str | None = None, source_format: str = "parquet",
                  source_options: Mapping[str, str] | None = None, query: str | None = None,
                  tables: Mapping[str, Any] | None = None, version: int | str | None = None,
-                 version_column: str | None = None, replace_version: bool = False, **kwargs: Any) -> None:
+                 version_column: str | None = None, replace_version: bool = False,
+                 schema_evolution: str | None = None, merge_operators: Mapping[str, str] | None = None,
+                 delete_column: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.init_source(source_path, source_format, source_options, query, tables)
         if version is not None and version_column is not None:
@@ -42,6 +50,9 @@ class VersionedUpsertOperator(SourceMixin, LakeOperator):
         self.version = version
         self.version_column = version_column
         self.replace_version = replace_version
+        self.schema_evolution = schema_evolution
+        self.merge_operators = dict(merge_operators or {})
+        self.delete_column = delete_column
 
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The versioned_upsert spec."""
@@ -50,4 +61,10 @@ class VersionedUpsertOperator(SourceMixin, LakeOperator):
             spec["version"] = self.version
         if self.version_column:
             spec["version_column"] = self.version_column
+        if self.schema_evolution:
+            spec["schema_evolution"] = self.schema_evolution
+        if self.merge_operators:
+            spec["merge_operators"] = self.merge_operators
+        if self.delete_column:
+            spec["delete_column"] = self.delete_column
         return spec

@@ -23,12 +23,14 @@ class LakeWriteOperator(SourceMixin, LakeOperator):
         (the partitions present in the data); left out (None), the whole table is overwritten. An empty
         list overwrites nothing: the task succeeds with `noop` metrics and commits nothing — also when an
         upstream task or a template gives no partitions (`[]`, "[]", None, "").
+    :param schema_evolution: "add_columns" adds the source's columns the table lacks (nullable, at the end) in
+        the same commit; left out, such a column fails the task (templated).
     """
 
     operation: ClassVar[str] = "write"
     emits_asset: ClassVar[bool] = True
     template_fields: Sequence[str] = (*LakeOperator.template_fields, *SourceMixin.source_fields, "mode",
-                                      "partitions")
+                                      "partitions", "schema_evolution")
     template_fields_renderers: ClassVar[dict[str, str]] = {
         **LakeOperator.template_fields_renderers, **SourceMixin.source_renderers, "partitions": "json",
     }
@@ -37,7 +39,7 @@ class LakeWriteOperator(SourceMixin, LakeOperator):
                  source_options: Mapping[str, str] | None = None, query: str | None = None,
                  tables: Mapping[str, Any] | None = None, mode: str = "append",
                  partitions: Sequence[Mapping[str, Any]] | str | None = None, max_exchanges: int | None = None,
-                 **kwargs: Any) -> None:
+                 schema_evolution: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.init_source(source_path, source_format, source_options, query, tables)
         self.mode = mode
@@ -47,6 +49,7 @@ class LakeWriteOperator(SourceMixin, LakeOperator):
                                           or max_exchanges < 0):
             raise ValueError(f"max_exchanges must be a whole number >= 0, got {max_exchanges!r}")
         self.max_exchanges = max_exchanges
+        self.schema_evolution = schema_evolution
 
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The write spec."""
@@ -56,4 +59,6 @@ class LakeWriteOperator(SourceMixin, LakeOperator):
             spec["partitions"] = partitions
         if self.max_exchanges is not None:
             spec["max_exchanges"] = self.max_exchanges
+        if self.schema_evolution:
+            spec["schema_evolution"] = self.schema_evolution
         return spec

@@ -23,8 +23,8 @@ class CommitCountSensor(BaseSensorOperator):
     :param min_commits: commits to wait for (templated), default 4.
     :param since: "last_clustering" (default), "start", or an instant id (templated).
     :param actions: actions that count (default ["commit", "upsert"]: data writes); one name ("commit") or a
-        list of create, commit, replace, upsert, clean, rollback. Checked when the DAG is parsed: an unknown
-        action would never be counted and the sensor would wait for good.
+        list of create, commit, replace, upsert, clean, rollback, restore, alter. Checked when the DAG is parsed:
+        an unknown action would never be counted and the sensor would wait for good.
     :param deferrable: wait in the triggerer instead of a worker slot.
 
     `poke_interval` is at least 1 second (a smaller one is refused when the DAG is parsed).

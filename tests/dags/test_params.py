@@ -51,7 +51,7 @@ def trigger_check(dag: Any, conf: dict[str, Any]) -> dict[str, Any]:
     ("lake_ods_to_dm", {"day": None}),
     ("lake_ods_to_dm", {"day": "2024-01-03", "backfill_days": ["2024-01-01", "2024-01-02"]}),
     ("lake_ods_to_dm", {"buckets": 8.0, "events_per_day": 3000.0}),
-    ("lake_maintenance", {"min_commits": 2.0, "target_file_bytes": 4096.0, "retain_hours": 24.0}),
+    ("lake_maintenance", {"min_commits": 2.0, "target_file_bytes": 4096.0, "retain_hours": 240.0}),
 ])
 def test_airflow_accepts(dags: dict[str, Any], dag_id: str, conf: dict[str, Any]) -> None:
     assert trigger_check(dags[dag_id], conf)
@@ -65,6 +65,8 @@ def test_airflow_accepts(dags: dict[str, Any], dag_id: str, conf: dict[str, Any]
     ("lake_ods_to_dm", {"buckets": 8.5}, "is not of type 'integer'"),
     ("lake_maintenance", {"retain_hours": math.nan}, "is not of type 'integer'"),  # NaN passed "minimum: 0"
     ("lake_maintenance", {"retain_hours": math.inf}, "is not of type 'integer'"),
+    ("lake_maintenance", {"retain_hours": 0}, "is less than the minimum"),  # clean refuses it: below the tables'
+    ("lake_maintenance", {"retain_hours": 24}, "is less than the minimum"),  # clean.retain.hours
     ("lake_maintenance", {"min_commits": int("9" * 401)}, "is greater than the maximum"),
     ("lake_maintenance", {"target_file_bytes": int("9" * 401)}, "is greater than the maximum"),
 ])

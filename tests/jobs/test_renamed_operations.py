@@ -27,7 +27,8 @@ def _orphan(table: LakeTable) -> tuple[dict[str, Any], dict[str, Any]]:
     debris.parent.mkdir(parents=True)
     debris.write_bytes(b"debris")
     os.utime(debris, (time.time() - 7200, time.time() - 7200))
-    return {"older_than_hours": 1}, {"files_deleted": 1, "paths": ["dt=a/part-20200101000000000-x.parquet"]}
+    return ({"older_than_hours": 1, "force": True},
+            {"files_deleted": 1, "paths": ["dt=a/part-20200101000000000-x.parquet"]})
 
 
 def _dead_writer(table: LakeTable) -> tuple[dict[str, Any], dict[str, Any]]:

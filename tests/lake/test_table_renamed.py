@@ -22,7 +22,7 @@ def test_table_vacuum_is_remove_orphan_files_and_warns(table_path: str) -> None:
     os.utime(debris, (time.time() - 7200, time.time() - 7200))
 
     with pytest.warns(DeprecationWarning, match=r"LakeTable.vacuum is deprecated: use LakeTable.remove_orphan_files"):
-        result = table.vacuum(1)
+        result = table.vacuum(1, force=True)
 
     assert isinstance(result, orphans.OrphanFilesResult) and orphans.VacuumResult is orphans.OrphanFilesResult
     assert result.orphans == ("dt=a/part-20200101000000000-x.parquet",) and not debris.exists()

@@ -96,6 +96,7 @@ def test_remove_orphan_files_operator_runs_in_process(tmp_path: Path) -> None:
     assert (listed["orphans_found"], listed["files_deleted"], listed["dry_run"]) == (1, 0, True)
     assert listed["paths"] == ["dt=a/part-20200101000000000-x.parquet"] and listed["noop"] is True
     assert debris.exists()
-    done = submit(LakeRemoveOrphanFilesOperator(task_id="v", table=table.url, older_than_hours=1), "d/v/2/-1")
+    done = submit(LakeRemoveOrphanFilesOperator(task_id="v", table=table.url, older_than_hours=1, force=True),
+                  "d/v/2/-1")
     assert (done["files_deleted"], done["bytes_freed"], done["seq"], done["action"]) == (1, 6, 1, "clean")
     assert done["already_committed"] is False and not debris.exists()

@@ -55,7 +55,7 @@ def test_the_old_vacuum_operator_still_removes_orphans_and_records_the_new_name(
     debris.write_bytes(b"debris")
     os.utime(debris, (time.time() - 7200, time.time() - 7200))
     with pytest.warns(AirflowProviderDeprecationWarning):
-        op = LakeVacuumOperator(task_id="v", table=table.url, older_than_hours=1)
+        op = LakeVacuumOperator(task_id="v", table=table.url, older_than_hours=1, force=True)
 
     # what `execute` does, with the request id a task instance sends
     done = op.hook.submit(op.operation, {"table": op.table, **op.build_spec({}),  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from airflow_lake.sensors.commit_count import CommitCountSensor
 from airflow_lake.triggers.commit_count import CommitCountTrigger
 from tests.lake.lake_core_helpers import append, make_table
 
-KNOWN = "clean, commit, create, replace, rollback, upsert"
+KNOWN = "alter, clean, commit, create, replace, restore, rollback, upsert"
 
 
 def test_one_action_given_as_a_string_counts_that_action(table_path: str) -> None:

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from airflow_lake.jobs.ops import (
+    alter_table,
     bucket_rewrite,
     clean,
     compact_upserts,
     create_table,
+    delete,
     execute_clustering,
     remove_orphan_files,
+    restore,
     rollback_pending,
     schedule_clustering,
     versioned_upsert,
     write,
 )
 
-__all__ = ["bucket_rewrite", "clean", "compact_upserts", "create_table", "execute_clustering", "remove_orphan_files",
-           "rollback_pending", "schedule_clustering", "versioned_upsert", "write"]
+__all__ = ["alter_table", "bucket_rewrite", "clean", "compact_upserts", "create_table", "delete", "execute_clustering",
+           "remove_orphan_files", "restore", "rollback_pending", "schedule_clustering", "versioned_upsert", "write"]

@@ -20,6 +20,7 @@ class CleanSpec:
     table: str
     retain_hours: float | None
     request_id: str | None
+    force: bool = False  # past the table's clean.retain.hours (`maintenance.retention`)
 
 
 def parse(raw: Mapping[str, Any]) -> CleanSpec:
@@ -28,8 +29,9 @@ def parse(raw: Mapping[str, Any]) -> CleanSpec:
     table = table_path(reader)
     retain = reader.number("retain_hours")
     request_id = reader.string("request_id")
+    force = reader.boolean("force", default=False)
     reader.done()
-    return CleanSpec(table, retain, request_id)
+    return CleanSpec(table, retain, request_id, force)
 
 
 def execute(_spark: Any, spec: CleanSpec) -> dict[str, Any]:
@@ -37,7 +39,7 @@ def execute(_spark: Any, spec: CleanSpec) -> dict[str, Any]:
     table = LakeTable.open(spec.table)
     if (first := requests.retry_result(table, request_of("clean", spec))) is not None:
         return first
-    entry = table.clean(spec.retain_hours, request_id=spec.request_id)
+    entry = table.clean(spec.retain_hours, request_id=spec.request_id, force=spec.force)
     extra = {} if entry else {"files_deleted": 0, "bytes_freed": 0}
     return requests.result(table.url, "clean", entry, **extra)
 

@@ -23,6 +23,7 @@ class RemoveOrphanFilesSpec:
     older_than_hours: float | None
     dry_run: bool
     request_id: str | None
+    force: bool = False  # past the table's clean.retain.hours (`maintenance.retention`)
 
 
 def parse(raw: Mapping[str, Any]) -> RemoveOrphanFilesSpec:
@@ -32,8 +33,9 @@ def parse(raw: Mapping[str, Any]) -> RemoveOrphanFilesSpec:
     hours = reader.number("older_than_hours")
     dry_run = reader.boolean("dry_run", default=False)
     request_id = reader.string("request_id")
+    force = reader.boolean("force", default=False)
     reader.done()
-    return RemoveOrphanFilesSpec(table, hours, dry_run, request_id)
+    return RemoveOrphanFilesSpec(table, hours, dry_run, request_id, force)
 
 
 def execute(_spark: Any, spec: RemoveOrphanFilesSpec) -> dict[str, Any]:
@@ -41,7 +43,8 @@ def execute(_spark: Any, spec: RemoveOrphanFilesSpec) -> dict[str, Any]:
     table = LakeTable.open(spec.table)
     if (first := requests.retry_result(table, request_of(OPERATION, spec))) is not None:
         return first
-    result = remove_orphan_files(table, spec.older_than_hours, dry_run=spec.dry_run, request_id=spec.request_id)
+    result = remove_orphan_files(table, spec.older_than_hours, dry_run=spec.dry_run, request_id=spec.request_id,
+                                 force=spec.force)
     return requests.result(table.url, OPERATION, result.entry, **result.metrics())
 
 

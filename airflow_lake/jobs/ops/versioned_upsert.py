@@ -12,11 +12,12 @@ from airflow_lake.lake.commit import requests
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.sources.load import Source, load
 from airflow_lake.lake.sources.strict_files import source_error
+from airflow_lake.lake.spec.evolution import ADD_COLUMNS, check_schema_evolution
 from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.spec.table_spec import Column, TableSpec, stored_spec
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.upsert.physical import value_columns
-from airflow_lake.lake.upsert.upsert import OPERATION, Upserted, result_metrics, versioned_upsert
+from airflow_lake.lake.upsert.upsert import DEFAULT_DELETE_COLUMN, OPERATION, Upserted, result_metrics, versioned_upsert
 from airflow_lake.lake.upsert.versions import parse_version
 
 
@@ -30,6 +31,9 @@ class UpsertSpec:
     version_column: str | None
     replace_version: bool
     request_id: str | None
+    schema_evolution: str = "none"
+    merge_operators: Mapping[str, str] | None = None
+    delete_column: str | None = None
 
 
 def parse(raw: Mapping[str, Any]) -> UpsertSpec:
@@ -47,8 +51,15 @@ def parse(raw: Mapping[str, Any]) -> UpsertSpec:
         raise LakeSpecError("version", "give `version` or `version_column`, not both.", "Drop one.")
     replace_version = reader.boolean("replace_version", default=False)
     request_id = reader.string("request_id")
+    schema_evolution = check_schema_evolution(reader.raw_value("schema_evolution"))
+    merge_operators = reader.string_map("merge_operators")
+    delete_column = reader.string("delete_column")
+    if merge_operators and schema_evolution != ADD_COLUMNS:
+        raise LakeSpecError("merge_operators", "merge operators are for the columns schema evolution adds.",
+                            'Set schema_evolution to "add_columns", or drop `merge_operators`.')
     reader.done()
-    return UpsertSpec(table, source, version, version_column, replace_version, request_id)
+    return UpsertSpec(table, source, version, version_column, replace_version, request_id, schema_evolution,
+                      merge_operators or None, delete_column)
 
 
 def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
@@ -59,19 +70,28 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
     table = LakeTable.open(spec.table)
     base = table.state()  # before anything is read: the spec, the applied versions, a query over this table
     table_spec = stored_spec(base.spec)
-    request = request_of(OPERATION, spec)
+    # (left out, the evolution fields are not part of the fingerprint: retries recorded before them still match)
+    request = request_of(OPERATION, spec, ignore=(() if spec.schema_evolution == ADD_COLUMNS
+                                                  else ("schema_evolution", "merge_operators"))
+                         + (() if spec.delete_column else ("delete_column",)))
     if (prior := requests.committed(table, request)) is not None:  # before the source is read: it may be gone
         return {"table": table.url, "operation": OPERATION, **result_metrics(Upserted(prior, True))}
     column = spec.version_column or (None if spec.version is not None else table_spec.version_column)
     source_spec = table_spec
     if column is not None and not table_spec.has_column(column):  # a version only: read it as a bigint
         source_spec = TableSpec(columns=(*table_spec.columns, Column(column, "bigint")))
-    df, reads = load(spark, spec.source, source_spec, optional=value_columns(table_spec), pin={table.url: base.seq})
+    marker = spec.delete_column or DEFAULT_DELETE_COLUMN  # delete markers: read as a boolean, never required
+    if not table_spec.has_column(marker):
+        source_spec = TableSpec(columns=(*source_spec.columns, Column(marker, "boolean")))
+    df, reads = load(spark, spec.source, source_spec, optional=[*value_columns(table_spec), marker],
+                     pin={table.url: base.seq})
     try:
         upserted = versioned_upsert(table, df, version=spec.version, version_column=spec.version_column,
                                     replace_version=spec.replace_version, request_id=spec.request_id,
                                     request_fingerprint=request.fingerprint,
-                                    base=base, table_reads=reads.get(table.url, ()))
+                                    base=base, table_reads=reads.get(table.url, ()),
+                                    schema_evolution=spec.schema_evolution, merge_operators=spec.merge_operators,
+                                    delete_column=spec.delete_column)
     except Exception as err:  # a source file Spark refused mid-write, as a clear error
         clear = source_error(err)
         if clear is None:

@@ -12,6 +12,7 @@ from airflow_lake.lake.commit import requests
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.sources.load import Source, load
 from airflow_lake.lake.sources.strict_files import source_error
+from airflow_lake.lake.spec.evolution import check_schema_evolution
 from airflow_lake.lake.spec.partitions import DYNAMIC, normalize_partitions
 from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.spec.table_spec import stored_spec
@@ -29,6 +30,7 @@ class WriteSpec:
     partitions: list[Mapping[str, Any]] | str | None
     request_id: str | None
     max_exchanges: int | None = None
+    schema_evolution: str = "none"
 
 
 def parse(raw: Mapping[str, Any]) -> WriteSpec | NothingToDo:
@@ -54,10 +56,11 @@ def parse(raw: Mapping[str, Any]) -> WriteSpec | NothingToDo:
     if limit is not None and limit != int(limit):
         raise LakeSpecError("max_exchanges", f"{limit!r} is not a whole number.", "Give 0 for a shuffle-free step.")
     max_exchanges = None if limit is None else int(limit)
+    schema_evolution = check_schema_evolution(reader.raw_value("schema_evolution"))
     reader.done()
     if partitions == []:  # e.g. an upstream task that found no partitions to overwrite
         return NothingToDo(table, "write", "partitions", request_id, partitioned=True, check=plain_table)
-    return WriteSpec(table, source, mode, partitions, request_id, max_exchanges)
+    return WriteSpec(table, source, mode, partitions, request_id, max_exchanges, schema_evolution)
 
 
 def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
@@ -70,7 +73,9 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     base = table.state()  # before anything is read: the spec, the partitions, a query over this table
     base_spec = stored_spec(base.spec)
     normalize_partitions(base_spec, spec.partitions)  # fail before reading the source
-    request = request_of("write", spec, ignore=("max_exchanges",))
+    # (left out, schema_evolution is not part of the fingerprint: retries recorded before it existed still match)
+    request = request_of("write", spec, ignore=("max_exchanges", *(("schema_evolution",)
+                                                                   if spec.schema_evolution == "none" else ())))
     if (first := requests.retry_result(table, request)) is not None:  # before the source is read: it may be gone
         return first
     scans: dict[str, dict[str, int]] = {}
@@ -81,7 +86,7 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
                                  metadata={"source": spec.source.describe()},
                                  metrics={"source_scans": scans} if scans else None,
                                  max_exchanges=spec.max_exchanges, base=base,
-                                 table_reads=reads.get(table.url, ()))
+                                 table_reads=reads.get(table.url, ()), schema_evolution=spec.schema_evolution)
     except Exception as err:  # a source file Spark refused mid-write, as a clear error
         clear = source_error(err)
         if clear is None:

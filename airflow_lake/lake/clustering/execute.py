@@ -31,7 +31,7 @@ from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.errors import LakeCommitConflict, LakeError, LakePlanAborted, LakeSpecError
 from airflow_lake.lake.format import instants
 from airflow_lake.lake.format.data_files import DataFile
-from airflow_lake.lake.format.log import COMPLETES, LogEntry
+from airflow_lake.lake.format.log import COMPLETES, PLAN_REQUEST_ID, LogEntry
 from airflow_lake.lake.format.snapshots import Snapshot, snapshot_of
 from airflow_lake.lake.spark.file_writer import WRITE_CONF, write_dataframe
 from airflow_lake.lake.spark.scan import Scan
@@ -138,8 +138,9 @@ def execute_plan(table: TableMetadata, spark: SparkSession, plan_id: str, *, req
     assert plan is not None
     state = table.state()
     _check_inputs(table, plan_id, plan, state.files)
-    txn = begin(table, "replace", EXECUTE_OPERATION, metadata={COMPLETES: plan_id}, request_id=request_id,
-                recover=False, request_fingerprint=request_fingerprint)
+    scheduled_as = {PLAN_REQUEST_ID: pending.request_id} if pending.request_id else {}
+    txn = begin(table, "replace", EXECUTE_OPERATION, metadata={COMPLETES: plan_id, **scheduled_as},
+                request_id=request_id, recover=False, request_fingerprint=request_fingerprint)
     try:
         _check_inputs(table, plan_id, plan, txn.base.files)
         started = time.monotonic()

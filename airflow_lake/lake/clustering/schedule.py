@@ -19,6 +19,7 @@ from airflow_lake.lake.commit import requests
 from airflow_lake.lake.errors import LakeCommitConflict, LakeSpecError
 from airflow_lake.lake.format import instants, paths
 from airflow_lake.lake.format.data_files import DataFile
+from airflow_lake.lake.format.log import COMPLETES, PLAN_REQUEST_ID
 
 if TYPE_CHECKING:
     from airflow_lake.lake.format.table_metadata import TableMetadata
@@ -60,8 +61,11 @@ def schedule_clustering(table: TableMetadata, strategy: PlanStrategy, layout: La
         raise LakeSpecError("table", f"{table.url!r} has a primary key: its files hold upserts that clustering would "
                             "not merge.", "Compact it (`compact`: one file per bucket, sorted by the key).")
     request = requests.Request(SCHEDULE_OPERATION, request_id, request_fingerprint)
-    # A plan is a requested instant, not a commit: the log holds a schedule's request id only if another
-    # operation used it, which `committed` refuses.
+    executed = _executed_plan(table, request_id)
+    if executed is not None:
+        return executed
+    # A plan is a requested instant, not a commit: the log holds a schedule's request id only if its plan was
+    # executed (above) or another operation used it, which `committed` refuses.
     requests.committed(table, request)
     if request_id:
         for pending in pending_plans(table):
@@ -100,6 +104,19 @@ def schedule_clustering(table: TableMetadata, strategy: PlanStrategy, layout: La
              summary["layout"])
     return ScheduleResult(plan_id, f"{counted.count} commit(s) since the last clustering", counted.count, plan,
                           details=details)
+
+
+def _executed_plan(table: TableMetadata, request_id: str | None) -> ScheduleResult | None:
+    """The plan an earlier try of this schedule stored, if it has been executed since (a retry after its
+    executor ran: planning again would cluster what the first plan just did)."""
+    seq = table.state().requests.get(request_id) if request_id else None
+    entry = None if seq is None else table.commit_log.read(seq)
+    if entry is None or entry.metadata.get(PLAN_REQUEST_ID) != request_id:
+        return None
+    plan_id = str(entry.metadata[COMPLETES])
+    log.info("clustering plan %s of request %s was executed by instant %s", plan_id, request_id, entry.instant)
+    return ScheduleResult(plan_id, f"scheduled by an earlier try of this request, executed since by instant "
+                          f"{entry.instant}", 0, None, already_scheduled=True)
 
 
 def _made_by_clustering(table: TableMetadata, seqs: dict[str, int]) -> Any:

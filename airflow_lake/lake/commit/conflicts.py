@@ -55,6 +55,12 @@ def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
         if "spec" in entry.metadata and entry.action != "create":
             raise LakeCommitConflict(
                 f"instant {entry.instant} changed the table spec meanwhile; run the job again.")
+        # a clean's entry removes no live file, but the files it deleted are gone for a commit that re-adds them
+        cleaned = touched.intersection(entry.metadata.get("deleted") or ()) if entry.action == "clean" else set()
+        if cleaned:
+            raise LakeCommitConflict(
+                f"instant {entry.instant} (clean) deleted {len(cleaned)} file(s) this job needs, e.g. "
+                f"{sorted(cleaned)[0]!r}. Nothing was committed.")
         gone = touched.intersection(entry.removed)
         if gone:
             example = sorted(gone)[0]

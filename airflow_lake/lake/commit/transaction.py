@@ -134,6 +134,17 @@ class Transaction:
         self.table.after_commit(entry)
         return entry
 
+    def discard(self) -> None:
+        """End an instant that found nothing to commit without a trace: delete its files, then its pending files,
+        and record nothing (a rollback entry would put a change of nothing in the log). A crash midway leaves it
+        pending, and the next writer rolls it back as any dead writer's."""
+        if self._done:
+            return
+        self._done = True
+        self._heartbeat.stop()
+        recovery.delete_written_files(self.table, self.instant)
+        instants.remove_pending(self.table.storage, self.instant)
+
     def abort(self, reason: str = "aborted by its writer") -> None:
         """Roll the instant back: delete its files, record the rollback (with `reason`, shown in the
         timeline), drop its pending files."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,42 @@ class ColumnStats:
         return cls(raw[0], raw[1], int(raw[2]))
 
 
+class JsonStats(Mapping[str, ColumnStats]):
+    """`DataFile.stats` of a file read from a log entry: its JSON form, each `ColumnStats` built when asked for.
+
+    Folding a log builds every file of every entry, and most are never asked for their stats (a restore, a
+    snapshot that a scan prunes by partition): building ten stats objects per file was most of a fold's time.
+    """
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: Mapping[str, list[Any]]) -> None:
+        self._raw = raw
+
+    def __getitem__(self, key: str) -> ColumnStats:
+        return ColumnStats.from_list(self._raw[key])
+
+    def get(self, key: str, default: Any = None) -> Any:  # the hot path of file skipping
+        """The stats of column `key`, or `default`."""
+        raw = self._raw.get(key)
+        return default if raw is None else ColumnStats.from_list(raw)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles and copies as a plain dict
+        return dict, (dict(self),)
+
+
 @dataclass(frozen=True)
 class DataFile:
     """One live Parquet file of a table, with the facts captured when it was written."""
@@ -42,7 +78,7 @@ class DataFile:
     bucket: int | None = None
     instant: str = ""  # the instant that added it
     # column -> stats; a dict, or for a file read from a checkpoint a lazy view on the checkpoint's stats
-    # columns, decoded on first use (`stats_columns.LazyStats`)
+    # columns, decoded on first use (`stats_columns.LazyStats`), or for one read from a log entry `JsonStats`
     stats: Mapping[str, ColumnStats] = field(default_factory=dict)
     # `Bucketing.key()` of a bucketed file ('murmur3:16:work_id'); None for plain files and for bucketed
     # files written before files recorded it (their bucketing is the table spec's, which could not change)
@@ -71,7 +107,7 @@ class DataFile:
             bytes=int(raw["bytes"]),
             bucket=raw.get("bucket"),
             instant=raw.get("instant", ""),
-            stats={k: ColumnStats.from_list(v) for k, v in (raw.get("stats") or {}).items()},
+            stats=JsonStats(raw.get("stats") or {}),
             bucketing=raw.get("bucketing"),
         )
 

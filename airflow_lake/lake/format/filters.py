@@ -77,10 +77,33 @@ def _bounds(data_file: DataFile, column: str, spec: TableSpec) -> ColumnStats | 
             return ColumnStats(None, None, data_file.rows)
         value = coerce_literal(spec.column(column).type, text, "partition")
         return ColumnStats(value, value, 0)
-    type_name = spec.column(column).type
+    col = spec.column(column)
+    type_name = col.type
     if type_name not in STATS_TYPES or is_decimal(type_name):
         return None
-    return data_file.stats.get(column)
+    # Stats are kept by physical name. A file written before the column was added has none: never skipped.
+    stats: ColumnStats | None = data_file.stats.get(col.physical)
+    if stats is None or type_name not in _WIDENED_STATS:
+        return stats
+    return _widened(stats, type_name)
+
+
+# Types a column may have been widened to from a type whose stats compare differently (`types.widening_problem`):
+# a date's stats are ISO text, a timestamp_ntz filter value is microseconds.
+_WIDENED_STATS = frozenset({"timestamp_ntz"})
+
+
+def _widened(stats: ColumnStats, type_name: str) -> ColumnStats | None:
+    """Stats written under an older, narrower type, in the form filter values of `type_name` take (None: they
+    cannot be compared, so the file is read)."""
+    if type_name == "timestamp_ntz" and (isinstance(stats.min, str) or isinstance(stats.max, str)):
+        try:  # a date widened to timestamp_ntz reads as its midnight
+            low = None if stats.min is None else coerce_literal(type_name, f"{stats.min}T00:00:00", "stats")
+            high = None if stats.max is None else coerce_literal(type_name, f"{stats.max}T00:00:00", "stats")
+        except LakeSpecError:
+            return None
+        return ColumnStats(low, high, stats.null_count)
+    return stats
 
 
 def may_match(data_file: DataFile, filters: Iterable[Filter], spec: TableSpec) -> bool:

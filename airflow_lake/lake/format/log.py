@@ -16,8 +16,10 @@ from airflow_lake.lake.format.data_files import DataFile
 from airflow_lake.lake.format.storage import Storage
 
 COMPLETES = "completes"  # log entry metadata: the requested instant (plan) the entry completes
+# ... and the request id the plan was scheduled under: a retry of that schedule finds the plan executed
+PLAN_REQUEST_ID = "plan_request_id"
 
-ACTIONS = frozenset({"create", "commit", "replace", "upsert", "clean", "rollback"})
+ACTIONS = frozenset({"create", "commit", "replace", "upsert", "clean", "rollback", "restore", "alter"})
 
 
 @dataclass(frozen=True)

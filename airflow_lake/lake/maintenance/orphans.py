@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.format import instants, paths
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.format.table_roots import nested_roots
+from airflow_lake.lake.maintenance import retention
 
 if TYPE_CHECKING:
     from airflow_lake.lake.format.table_metadata import TableMetadata
@@ -85,7 +85,8 @@ def instant_of(rel: str) -> str | None:
 
 
 def remove_orphan_files(table: TableMetadata, older_than_hours: float | None = None, dry_run: bool = False,
-                        request_id: str | None = None, now: float | None = None) -> OrphanFilesResult:
+                        request_id: str | None = None, now: float | None = None, *,
+                        force: bool = False) -> OrphanFilesResult:
     """Delete files under the table root that no log entry holds and that are older than `older_than_hours`.
 
     Kept: files live in the latest snapshot, removed files not yet cleaned (`clean` deletes those), files
@@ -93,10 +94,16 @@ def remove_orphan_files(table: TableMetadata, older_than_hours: float | None = N
     `older_than_hours` (default: the table property `clean.retain.hours`). Staging directories of instants
     that are no longer pending go too, by the same age rule. Unless `dry_run`, the orphans are deleted and
     one `clean` entry (operation `remove_orphan_files`) records them; nothing found writes no entry.
+
+    An `older_than_hours` shorter than the table's `clean.retain.hours` is refused unless `force`
+    (`retention.guard`), except for a dry run, which deletes nothing.
     """
-    hours = table.spec.float_property("clean.retain.hours") if older_than_hours is None else older_than_hours
-    if not hours >= 0:  # NaN too: it would make every orphan look old
-        raise LakeSpecError("older_than_hours", f"{hours!r} is not a number >= 0.", "Give a number of hours >= 0.")
+    configured = table.spec.float_property(retention.PROPERTY)
+    hours = configured if older_than_hours is None else older_than_hours
+    retention.check_hours(hours, "older_than_hours")
+    forced = False if dry_run else retention.guard(
+        table.url, "older_than_hours", hours, configured, force=force, operation="orphan removal",
+        risk="a file younger than that may be one a running writer has written and is about to commit")
     cutoff = (time.time() if now is None else now) - hours * 3600
     # A writer that requests its instant after the pending list below is read is missing from it, and its
     # files are in no snapshot yet. Instant ids follow the clock, so its files carry an id >= `fence`.
@@ -153,7 +160,8 @@ def remove_orphan_files(table: TableMetadata, older_than_hours: float | None = N
     # Not the metadata key "deleted": the snapshot fold reads it as the tombstones a clean deleted.
     entry = table.append_entry("clean", OPERATION, request_id=request_id,
                                metadata={"orphans": list(orphans), "staging": list(staging),
-                                         "older_than_hours": hours, "cutoff": cutoff},
+                                         "older_than_hours": hours, "cutoff": cutoff,
+                                         **({"forced": True} if forced else {})},
                                metrics_of=done.metrics)
     log.info("orphan removal in %s deleted %d orphan file(s) and %d staging dir(s), %d bytes", table.url,
              len(orphans), len(staging), result.bytes)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
 from airflow_lake.lake.spark.globs import name_glob
+from airflow_lake.lake.spark.schema import from_files
 from airflow_lake.lake.spark.session_conf import session_conf
 from airflow_lake.lake.spec.bucketing import Bucketing
 
@@ -109,13 +110,17 @@ def _part_df(spark: SparkSession, scan: Scan, part: Part) -> DataFrame:
     # partition values are constants, so Spark lists one directory instead of the whole table.
     single = spec.partition_columns and len(directories) == 1
     names = spec.data_columns if single else spec.column_names
-    columns = ", ".join(f"{_ident(c)} {spec.column(c).type}" for c in names)
+    # The catalog table has the files' columns, by their physical names; one projection names them as the table.
+    columns = ", ".join(f"{_ident(spec.physical_of(c))} {spec.column(c).type}" for c in names)
     partitioned = f"PARTITIONED BY ({', '.join(map(_ident, spec.partition_columns))}) " \
         if spec.partition_columns and not single else ""
     location = scan.storage.uri(directories.pop()) if single else scan.storage.uri("")
+    # A file's bucketing names its columns as the spec did when it was written; alter_table never renames
+    # a column that live files are bucketed by, so the spec still knows them.
+    clustered = [spec.physical_of(c) if spec.has_column(c) else c for c in part.bucketing.columns]
     statement = (
         f"CREATE TABLE {table} ({columns}) USING parquet {partitioned}"
-        f"CLUSTERED BY ({', '.join(map(_ident, part.bucketing.columns))}) INTO {part.bucketing.count} BUCKETS "
+        f"CLUSTERED BY ({', '.join(map(_ident, clustered))}) INTO {part.bucketing.count} BUCKETS "
         f"LOCATION {_string(location)} "
         f"OPTIONS (pathGlobFilter {_string(name_glob([posixpath.basename(f.path) for f in part.files]))})"
     )
@@ -128,7 +133,7 @@ def _part_df(spark: SparkSession, scan: Scan, part: Part) -> DataFrame:
 
         values = part.files[0].partition
         df = df.select("*", *[F.lit(values.get(c)).cast(spec.column(c).type).alias(c) for c in spec.partition_columns])
-    return df.select(*[_ident(c) for c in spec.column_names])
+    return from_files(df, spec)
 
 
 def read_tables_mark() -> int:

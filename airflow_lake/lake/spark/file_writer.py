@@ -32,6 +32,7 @@ from airflow_lake.lake.format.parquet_footers import read_footers
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.spark.bucket_assign import assign_buckets, varying_counts
 from airflow_lake.lake.spark.plan_text import plan_text, shuffles
+from airflow_lake.lake.spark.schema import to_files
 from airflow_lake.lake.spark.session_conf import session_conf
 from airflow_lake.lake.spec.partitions import (
     NULL_PARTITION,
@@ -90,6 +91,7 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
             df = df.sortWithinPartitions(*[f"`{c}`" for c in [*keys, *sort_within]])
         if drop_columns:
             df = df.drop(*drop_columns)  # (the order they made stays: the write only needs its prefix)
+        df = to_files(df, spec)  # renamed columns go into the files under their physical names
         if metrics is not None or max_exchanges is not None:  # shuffles of the query, and those the write added
             final_plan = plan_text(df)
             added = shuffles(final_plan) - exchanges_before
@@ -110,7 +112,8 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
             raise data_error(err) or err from err
     staged = _staged_files(storage, stage, spec)
     _check_partitions(staged, spec, allowed_partitions)
-    types = {c.name: c.type for c in spec.columns if c.name not in spec.partition_columns}
+    # Stats are kept by physical name: a rename leaves every file's stats right.
+    types = {c.physical: c.type for c in spec.columns if c.name not in spec.partition_columns}
     facts = read_footers([storage.path(s.path) for s in staged], types, df.sparkSession)
     moves: list[tuple[str, DataFile]] = []
     for number, item in enumerate(staged):
@@ -184,7 +187,7 @@ def _check_not_null(files: list[DataFile], spec: TableSpec) -> None:
     for column in spec.columns:
         if column.nullable or column.name in spec.partition_columns:
             continue
-        if any((stats := f.stats.get(column.name)) is not None and stats.null_count > 0 for f in files):
+        if any((stats := f.stats.get(column.physical)) is not None and stats.null_count > 0 for f in files):
             raise LakeSchemaError(_not_null_message(column.name))
 
 

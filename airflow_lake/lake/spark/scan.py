@@ -13,7 +13,7 @@ from airflow_lake.lake.format.filters import Filter
 from airflow_lake.lake.format.snapshots import Snapshot
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.spark.globs import name_glob
-from airflow_lake.lake.spark.schema import to_struct
+from airflow_lake.lake.spark.schema import from_files, to_file_struct, to_struct
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -40,7 +40,7 @@ class Scan:
 
     def to_df(self, spark: SparkSession, columns: Sequence[str] | None = None) -> DataFrame:
         """Read the selected files with Spark and apply the filters row by row."""
-        schema = to_struct(self.snapshot.spec)
+        spec = self.snapshot.spec
         if self.files:
             # Spark lists the directories of the selected files and keeps the files the glob names: planning
             # a list of thousands of file paths instead costs seconds per thousand (docs/benchmarks.md).
@@ -50,12 +50,13 @@ class Scan:
             # since the native writer hold only the data columns (Hive convention), older ones hold all
             # columns, and for both the value in the path is the one read. globPaths=false: a directory
             # name is a path, never a pattern.
-            reader = spark.read.schema(schema).option("basePath", self.storage.uri("")) \
+            # Columns are read by their physical names and renamed in one projection (`schema.from_files`).
+            reader = spark.read.schema(to_file_struct(spec)).option("basePath", self.storage.uri("")) \
                 .option("pathGlobFilter", glob).option("globPaths", "false")
             df = reader.parquet(*[self.storage.uri(d) for d in directories])
-            df = df.select(*[f"`{c}`" for c in self.snapshot.spec.column_names])  # table order
+            df = from_files(df, spec)  # table order
         else:
-            df = spark.createDataFrame([], schema)
+            df = spark.createDataFrame([], to_struct(spec))
         df = self.apply_filters(df)
         if columns:
             df = df.select(*[f"`{c}`" for c in columns])

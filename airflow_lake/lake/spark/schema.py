@@ -6,7 +6,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from airflow_lake.lake.errors import LakeSchemaError
-from airflow_lake.lake.spec.table_spec import TableSpec
+from airflow_lake.lake.spec.table_spec import Column, TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -45,6 +45,59 @@ def to_struct(spec: TableSpec) -> StructType:
     from pyspark.sql import types as T
 
     return T.StructType([T.StructField(c.name, spark_type(c.type), True) for c in spec.columns])
+
+
+def to_file_struct(spec: TableSpec) -> StructType:
+    """The Spark schema to read the table's data files with: each column under its physical name (a file
+    written before a rename holds that name; one written before a column was added lacks it and reads NULL)."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(c.physical, spark_type(c.type), True) for c in spec.columns])
+
+
+def from_files(df: DataFrame, spec: TableSpec) -> DataFrame:
+    """`df` read with `to_file_struct`, as the table's columns in table order (one projection over the scan,
+    so a bucketed scan stays bucketed)."""
+    from pyspark.sql import functions as F
+
+    return df.select(*[F.col(_ident(c.physical)) if c.physical == c.name else F.col(_ident(c.physical)).alias(c.name)
+                       for c in spec.columns])
+
+
+def to_files(df: DataFrame, spec: TableSpec) -> DataFrame:
+    """`df` (the table's columns, maybe helper columns too) with each column under its physical name, as the
+    writer puts it into files; every other column stays as it is. One projection: the renames happen at once."""
+    if not spec.renamed:
+        return df
+    from pyspark.sql import functions as F
+
+    physical = {c.name.lower(): c.physical for c in spec.columns}
+    return df.select(*[F.col(_ident(name)).alias(physical.get(name.lower(), name)) for name in df.columns])
+
+
+def new_columns(df: DataFrame, spec: TableSpec, *, ignore: Collection[str] = ()) -> list[Column]:
+    """The columns of `df` that the table lacks (not in `ignore`), in source order, nullable, typed as in the
+    source (schema evolution). A column with no table type (NULL, a complex type) is refused."""
+    from airflow_lake.lake.errors import LakeSpecError
+    from airflow_lake.lake.spec.types import normalize_type
+
+    _raise_on_duplicates([f.name for f in df.schema.fields], "the source")
+    skip = {n.lower() for n in ignore}
+    out = []
+    for item in df.schema.fields:
+        if spec.has_column(item.name) or item.name.lower() in skip:
+            continue
+        have = _type_name(item.dataType)
+        if have == "void":
+            raise LakeSpecError(f"schema_evolution ({item.name})", f"new column {item.name!r} is NULL in the source "
+                                "and has no type the table could take.",
+                                f"CAST it in the query, e.g. CAST(NULL AS STRING) AS {item.name}.")
+        out.append(Column(item.name, normalize_type(have, f"schema_evolution ({item.name})")))
+    return out
+
+
+def _ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _type_name(data_type: DataType) -> str:
@@ -96,6 +149,10 @@ def check_columns(names: list[str], spec: TableSpec, what: str, fix: str, option
                               f". The table's columns are {[c.name for c in spec.columns]}.")
 
 
+# How a write or upsert takes new source columns into the table (`spec.evolution`), named in refusals.
+EVOLUTION_FIX = 'drop them from the query, or set schema_evolution to "add_columns" to add them to the table'
+
+
 def conform(df: DataFrame, spec: TableSpec) -> DataFrame:
     """Select the table's columns from `df` in table order, or raise naming every mismatch and the fix."""
     from pyspark.sql import functions as F
@@ -103,7 +160,7 @@ def conform(df: DataFrame, spec: TableSpec) -> DataFrame:
     names = [f.name for f in df.schema.fields]
     _raise_on_duplicates(names, "the source")
     source = {f.name.lower(): f for f in df.schema.fields}
-    problems = column_problems(names, spec)
+    problems = column_problems(names, spec, fix=EVOLUTION_FIX)
     selected = []
     for col in spec.columns:
         field = source.get(col.name.lower())

@@ -89,15 +89,29 @@ def check_identifier(name: Any, field_name: str) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """One column: name, Spark SQL type name, nullability."""
+    """One column: name, Spark SQL type name, nullability, and `physical`, its name in the data files.
+
+    `physical` defaults to `name` and stays when the column is renamed (Delta's column mapping by name):
+    files written before a rename still read right, and a column added later under a dropped column's name
+    gets a fresh physical name, so it never reads the dropped data (`spec.evolution`).
+    """
 
     name: str
     type: str
     nullable: bool = True
+    physical: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.physical:
+            object.__setattr__(self, "physical", self.name)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"name": self.name, "type": self.type, "nullable": self.nullable}
+        """JSON form (`physical` only where it differs from the name, so specs of tables never altered stay
+        as they were)."""
+        out: dict[str, Any] = {"name": self.name, "type": self.type, "nullable": self.nullable}
+        if self.physical != self.name:
+            out["physical"] = self.physical
+        return out
 
 
 @dataclass(frozen=True)
@@ -163,6 +177,8 @@ class TableSpec:
     properties: Mapping[str, str] = field(default_factory=dict)
     # last_non_null columns: strings that count as missing values (e.g. "null")
     null_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # physical names of dropped columns: old files still hold them, so no column may take them again
+    retired_physical: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self._validate()
@@ -189,6 +205,20 @@ class TableSpec:
     def has_column(self, name: str) -> bool:
         """True if the table has a column called `name` (case-insensitive)."""
         return any(c.name.lower() == name.lower() for c in self.columns)
+
+    def physical_of(self, name: str) -> str:
+        """The name column `name` has in the data files (`Column.physical`)."""
+        return self.column(name).physical
+
+    @property
+    def renamed(self) -> bool:
+        """True if some column's name in the files differs from its name (reads and writes then map them)."""
+        return any(c.physical != c.name for c in self.columns)
+
+    @property
+    def physical_names(self) -> dict[str, str]:
+        """Column name -> its name in the data files, in schema order."""
+        return {c.name: c.physical for c in self.columns}
 
     def bucket_count_for(self, partition: Mapping[str, str | None]) -> int | None:
         """The bucket count new files of `partition` get (None: plain) — what `buckets.assign.bucket_count`
@@ -226,11 +256,16 @@ class TableSpec:
                 raise LakeSpecError(f"columns[{i}].name", f"column {col.name!r} appears twice.",
                                     "Give each column a distinct name (names are case-insensitive).")
             seen.add(col.name.lower())
+        self._validate_physical()
         # Every column reference resolves case-insensitively to the schema's spelling, so later
         # lookups by exact name (partition values, bucket keys, merges) can never miss.
         partition_columns = self._resolve_all(self.partition_columns, "partition_by")
         object.__setattr__(self, "partition_columns", partition_columns)
         for i, name in enumerate(partition_columns):
+            if self.column(name).physical != name:  # directory names hold it, as `name=value`
+                raise LakeSpecError(f"partition_by[{i}]", f"partition column {name!r} has the physical name "
+                                    f"{self.column(name).physical!r}; partition directories are named by the column.",
+                                    "Partition by a column whose physical name is its name.")
             if self.column(name).type not in PARTITION_TYPES:
                 raise LakeSpecError(f"partition_by[{i}]",
                                     f"column {name!r} has type {self.column(name).type}, which cannot "
@@ -283,6 +318,25 @@ class TableSpec:
         for key, value in self.properties.items():
             check_property(key, value)
         check_heartbeat(self.properties)
+
+    def _validate_physical(self) -> None:
+        """Physical names: valid, distinct, never a retired one (old files hold its data)."""
+        if isinstance(self.retired_physical, str) or not isinstance(self.retired_physical, Sequence):
+            raise LakeSpecError("retired_physical", "expected a list of names.", "Give a list of strings.")
+        retired = {check_identifier(n, f"retired_physical[{i}]").lower() for i, n in enumerate(self.retired_physical)}
+        object.__setattr__(self, "retired_physical", tuple(self.retired_physical))
+        seen: dict[str, str] = {}
+        for i, col in enumerate(self.columns):
+            check_identifier(col.physical, f"columns[{i}].physical")
+            low = col.physical.lower()
+            if low in seen:
+                raise LakeSpecError(f"columns[{i}].physical", f"columns {seen[low]!r} and {col.name!r} share the "
+                                    f"physical name {col.physical!r}.", "Give each column its own physical name.")
+            if low in retired:
+                raise LakeSpecError(f"columns[{i}].physical", f"{col.physical!r} is the physical name of a dropped "
+                                    "column: old files still hold its data.",
+                                    "Give the column another physical name (alter_table picks one).")
+            seen[low] = col.name
 
     def _validate_null_values(self) -> dict[str, tuple[str, ...]]:
         if not isinstance(self.null_values, Mapping):
@@ -403,6 +457,7 @@ class TableSpec:
             "merge_operators": dict(self.merge_operators),
             "properties": dict(self.properties),
             **({"null_values": {k: list(v) for k, v in self.null_values.items()}} if self.null_values else {}),
+            **({"retired_physical": list(self.retired_physical)} if self.retired_physical else {}),
         }
 
     @classmethod
@@ -446,6 +501,7 @@ class TableSpec:
         null_values = reader.raw_value("null_values") or {}
         partition_by = reader.strings("partition_by", single=True) or []
         primary_key = reader.strings("primary_key", single=True) or []
+        retired = reader.strings("retired_physical") or []
         reader.done()
         return cls(
             columns=columns,
@@ -456,6 +512,7 @@ class TableSpec:
             merge_operators=merge_operators,
             properties=properties,
             null_values=null_values,
+            retired_physical=tuple(retired),
         )
 
 
@@ -503,7 +560,11 @@ def _column_from(reader: SpecReader, index: int, raw: Any) -> Column:
     if not isinstance(type_name, str):
         raise LakeSpecError(f"{field_name}.type", f"expected a type name, got {type_name!r}.",
                             "Give a type such as 'bigint' or 'decimal(10,2)'.")
-    column = Column(name, normalize_type(type_name, f"{field_name}.type"), item.boolean("nullable", default=True))
+    physical = item.string("physical")
+    if physical is not None:
+        check_identifier(physical, f"{field_name}.physical")
+    column = Column(name, normalize_type(type_name, f"{field_name}.type"), item.boolean("nullable", default=True),
+                    physical or "")
     item.done()
     return column
 

@@ -151,3 +151,50 @@ def coerce_literal(type_name: str, value: Any, field: str) -> Any:
         raise LakeSpecError(field, f"value {value!r} is not a valid {type_name}.", f"Give {hint}.") from err
     raise LakeSpecError(field, f"values of type {type_name} cannot be compared.",
                         "Filter on another column.")
+
+
+# Integer types by width: each reads the narrower ones' values unchanged.
+_INTEGER_ORDER = ("tinyint", "smallint", "int", "bigint")
+# Digits left of the point each integer type needs, for widening to a decimal.
+_INTEGER_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 20}
+
+
+def decimal_parts(type_name: str) -> tuple[int, int]:
+    """(precision, scale) of a decimal(p,s) type name."""
+    precision, scale = type_name[len("decimal("):-1].split(",")
+    return int(precision), int(scale)
+
+
+def widening_problem(old: str, new: str) -> str | None:
+    """Why a column of type `old` cannot become `new` with its files left as they are (None: it can).
+
+    Allowed are the widenings Spark 4's Parquet readers (vectorized and not) apply to old files themselves,
+    each checked on real files (tests/lake/spec/test_widening_spark.py): a wider integer, an integer or float
+    to double, a decimal with no fewer digits on either side of the point, an integer to a decimal that holds
+    it, a date to timestamp_ntz.
+    """
+    if old == new:
+        return f"the column is already {new}"
+    if old in _INTEGER_ORDER and new in _INTEGER_ORDER:
+        if _INTEGER_ORDER.index(new) > _INTEGER_ORDER.index(old):
+            return None
+        return f"{new} is narrower than {old}: values would not fit"
+    if new == "double" and old in ("tinyint", "smallint", "int", "float"):
+        return None
+    if is_decimal(old) and is_decimal(new):
+        (p, s), (p2, s2) = decimal_parts(old), decimal_parts(new)
+        if p2 - s2 >= p - s and s2 >= s:
+            return None
+        return (f"{new} keeps {p2 - s2} digit(s) before the point and {s2} after it, fewer than {old} "
+                f"({p - s} and {s}): values would be cut")
+    if old in _INTEGER_DIGITS and is_decimal(new) and old != "bigint":
+        p2, s2 = decimal_parts(new)
+        if p2 - s2 >= _INTEGER_DIGITS[old]:
+            return None
+        return f"{new} keeps {p2 - s2} digit(s) before the point; {old} needs {_INTEGER_DIGITS[old]}"
+    if old == "date" and new == "timestamp":
+        return ("Spark cannot read the DATE values of the table's files as TIMESTAMP (with the session time zone); "
+                "it reads them as TIMESTAMP_NTZ (midnight, no time zone)")
+    if old == "date" and new == "timestamp_ntz":
+        return None
+    return f"{old} does not widen to {new}"

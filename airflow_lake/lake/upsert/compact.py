@@ -5,6 +5,12 @@ For each chosen partition that has more files than buckets, all its files are me
 commit removes exactly the files read. Upserts that commit meanwhile only add files, so they are kept
 (and merge on top of the new base, whatever their version: the base keeps each column's version). Two
 compactions of one partition at once: the second gets a retryable conflict.
+
+Deletes: each key's base row keeps its delete watermark (`__lake_d`) and only what is newer; a key deleted
+with nothing newer stays as a tombstone (key, partition, watermark), so a late upsert of a lower version stays
+deleted (`physical.py`). On a table with commutative columns (sum, max, min), a delete (or delete markers)
+committed meanwhile into a partition being compacted is a retryable conflict: the fold was made without it,
+and a fold across a delete's version cannot be split.
 """
 
 from __future__ import annotations
@@ -12,10 +18,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.commit import requests
+from airflow_lake.lake.commit.reads import TableRead
 from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.format.data_files import DataFile
@@ -25,7 +32,7 @@ from airflow_lake.lake.spark.file_writer import write_dataframe
 from airflow_lake.lake.spec.partitions import normalize_partitions
 from airflow_lake.lake.spec.table_spec import stored_spec
 from airflow_lake.lake.upsert.merge_read import merged, raw_scan
-from airflow_lake.lake.upsert.physical import SEQ, physical_spec
+from airflow_lake.lake.upsert.physical import SEQ, has_deletes, operator_of, physical_spec, value_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,12 +86,30 @@ def compact(table: TableMetadata, spark: SparkSession, *, partitions: Sequence[M
         metrics.update({"files_before": len(inputs), "files_after": len(files), "keys": sum(f.rows for f in files),
                         "partitions": len({f.partition_key() for f in inputs}),
                         "compact_seconds": round(time.monotonic() - started, 3)})
-        entry = txn.commit(added=files, removed=[f.path for f in inputs], metrics=metrics)
+        reads: list[TableRead] = []
+        if any(not operator_of(spec, c).stamped for c in value_columns(spec)):
+            reads.append(_DeletesRead(txn.base.seq, frozenset(), (), spec,
+                                      frozenset(f.partition_key() for f in inputs)))
+        entry = txn.commit(added=files, removed=[f.path for f in inputs], metrics=metrics, table_reads=reads)
         log.info("compacted %s: %d file(s) -> %d, %d keys", table.url, len(inputs), len(files), metrics["keys"])
         return Compacted(entry)
     except BaseException:
         txn.abort()
         raise
+
+
+@dataclass(frozen=True)
+class _DeletesRead(TableRead):
+    """What a compaction of commutative columns depends on besides its inputs: that no delete row lands in its
+    partitions meanwhile (see the module docstring)."""
+
+    partitions: frozenset[tuple[tuple[str, str | None], ...]] = field(default_factory=frozenset)
+
+    def may_see(self, data_file: DataFile) -> bool:
+        return data_file.partition_key() in self.partitions and has_deletes([data_file])
+
+    def describe(self) -> str:
+        return f"snapshot {self.seq}, the deletes of the {len(self.partitions)} partition(s) it compacts"
 
 
 def _inputs(files: Any, buckets: int, partitions: list[dict[str, str | None]] | str | None) -> list[DataFile]:

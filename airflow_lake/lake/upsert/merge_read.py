@@ -5,6 +5,11 @@ The files are read as one Spark bucketed table (`buckets.catalog`) bucketed by t
 on the partition and key columns needs no Exchange: each bucket is merged where it is read. Filters on key
 and partition columns skip files and buckets before the merge; filters on value columns apply after it
 (a file's stale value must not hide a key's newer one).
+
+When a file read holds delete rows or watermarks (its `__lake_d` stats say so), each row first gets its key's
+watermark from a window over the same grouping (a sort within each bucket, still no Exchange), and the
+aggregates skip what the watermark removed (`physical.py`). Tables that never had a delete keep the plain
+aggregate.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.format.filters import may_match, parse_filters
 from airflow_lake.lake.spark.scan import Scan
-from airflow_lake.lake.upsert.physical import merge_aggregates, physical_spec
+from airflow_lake.lake.upsert.physical import DELETED, EXISTS, WATERMARK, has_deletes, merge_aggregates, physical_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -40,14 +45,23 @@ def raw_scan(table: TableMetadata, snapshot: Snapshot, files: Sequence[Any] | No
 
 def merged(spark: SparkSession, scan: Scan, spec: TableSpec, *, keep_stamps: bool = False) -> DataFrame:
     """The rows of `scan` (from `raw_scan`) merged per partition and key of the table `spec` (a key is unique
-    within a partition): the key and value columns, and with `keep_stamps` the stamps a base file holds."""
+    within a partition): the key and value columns, and with `keep_stamps` the stamps a base file holds
+    (tombstones included: keys deleted with nothing newer). Without `keep_stamps`, deleted keys are left out."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from airflow_lake.lake.spark.bucketed_read import scan_df
 
-    keys = [*spec.partition_columns, *[k for k in spec.primary_key if k not in spec.partition_columns]]
-    return scan_df(spark, scan).groupBy(*[F.col(f"`{k}`") for k in keys]).agg(
-        *merge_aggregates(spec, keep_stamps=keep_stamps))
+    keys = [F.col(f"`{k}`") for k in
+            [*spec.partition_columns, *[k for k in spec.primary_key if k not in spec.partition_columns]]]
+    df = scan_df(spark, scan)
+    if not has_deletes(scan.files):
+        return df.groupBy(*keys).agg(*merge_aggregates(spec, keep_stamps=keep_stamps))
+    df = df.withColumn(WATERMARK, F.max(F.col(DELETED)).over(Window.partitionBy(*keys)))
+    out = df.groupBy(*keys).agg(*merge_aggregates(spec, keep_stamps=keep_stamps, deletes=True))
+    if keep_stamps:
+        return out.drop(EXISTS)
+    return out.where(F.col(EXISTS)).drop(EXISTS, DELETED)
 
 
 def read_merged(table: TableMetadata, spark: SparkSession, as_of: AsOf = None,

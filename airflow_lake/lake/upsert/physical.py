@@ -1,4 +1,5 @@
-"""What a primary-key table's files hold beyond its columns, and the rows an upsert writes.
+"""What a primary-key table's files hold beyond its columns, the rows an upsert or a delete writes, and the
+merge of a key's rows.
 
 Every data file of a primary-key table (an upsert's delta files and compaction's base files alike) has the
 table's columns and, per column merged by a last-wins operator (`merge_ops`):
@@ -7,15 +8,43 @@ table's columns and, per column merged by a last-wins operator (`merge_ops`):
   update, or a key that never had it);
 - `__lake_q__<c>` (operators that rank values, `last_non_null`): whether the value qualifies;
 
-and `__lake_seq`: the row's order within its upsert (0 in base files, whose versions are all distinct).
+and per row:
+
+- `__lake_seq`: the row's order within its upsert (0 in base files, whose versions are all distinct);
+- `__lake_v` / `__lake_v0`: the newest / oldest version whose data the row holds (a delta row: both its
+  version; a base row: the range compaction folded into it; NULL: the row holds no data, a delete);
+- `__lake_d`: a delete at that version (a delta delete row), or in a base row the key's delete watermark.
+
 A value's order stamp is (qualifies, version, seq); the highest wins. Versions are unique per upsert
 (`versions.py`), so the stamp a base keeps orders it against any later upsert, lower versions included.
+
+Versioned deletes. A key's watermark D is the highest `__lake_d` of its rows (NULL: never deleted). A delete
+at version d removes what versions <= d said about the key, whatever the order upserts and deletes arrive in:
+
+1. a last-wins value counts only if its version stamp is > D (`last_non_null` ranks among those only);
+2. a commutative value (`sum`, `max`, `min`) counts only from rows whose oldest version `__lake_v0` is > D;
+3. the key exists iff D is NULL or some row holds data of a version > D (a key upserted with only its key
+   columns exists too: `__lake_v` says so);
+4. within one version a delete wins: an upsert and a delete of a key at the same version (delete markers
+   in the same source) leave it deleted. Give the re-insert a higher version to keep it.
+
+Compaction writes per key the watermark D (`__lake_d`) and only what is newer; a key with nothing newer
+becomes a tombstone (the key, its partition, D; every value and stamp NULL). Tombstones are never dropped:
+any later upsert may carry a version <= D (a backfill), and only the tombstone keeps it deleted.
+
+Rule 2 is exact for delta rows (one version each). A base row folds commutative values over [v0, v]; a
+delete at d with v0 <= d < v would have to split that fold, which nothing can: such a delete (a delete
+operation, or delete markers in an upsert) is refused before it commits (`deletes.check_deletes`, naming key,
+column and range), a compaction racing a delete conflicts (it reads the delete rows of its partitions), and a
+merge that meets such a row anyway fails rather than return a wrong sum. Rows written before versioned
+deletes have no `__lake_v`: their version is unknown; a delete of such a key is refused the same way, and
+compaction keeps them unknown (`__lake_v` NULL, `__lake_v0` = MIN_VERSION, so stats show it).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from airflow_lake.lake.spec import merge_ops
@@ -25,7 +54,16 @@ from airflow_lake.lake.spec.table_spec import TableSpec
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from airflow_lake.lake.format.data_files import DataFile
+
 SEQ = "__lake_seq"
+NEWEST = "__lake_v"  # the newest version whose data the row holds
+OLDEST = "__lake_v0"  # the oldest version folded into the row's commutative values
+DELETED = "__lake_d"  # a delete at this version (delta) / the key's delete watermark (base)
+WATERMARK = "__lake_watermark"  # the key's watermark, on every row while merging (never stored)
+UNKNOWN_OLDEST = -(1 << 63)  # OLDEST of a base row folded from rows of unknown version (written before deletes)
+ROW_STAMPS = (NEWEST, OLDEST, DELETED)
+EXISTS = "__lake_exists"  # whether a merged key exists (never stored)
 
 
 def version_of(column: str) -> str:
@@ -52,58 +90,116 @@ def physical_spec(spec: TableSpec) -> TableSpec:
                spec.partition_columns else c for c in spec.columns]
     for name in value_columns(spec):
         op = operator_of(spec, name)
-        if op.stamped:
-            columns.append(SpecColumn(version_of(name), "bigint"))
+        if op.stamped:  # stamps are named in the files after the column's physical name: they follow a rename
+            physical = spec.physical_of(name)
+            columns.append(SpecColumn(version_of(name), "bigint", physical=version_of(physical)))
             if op.qualified:
-                columns.append(SpecColumn(qualified_of(name), "boolean"))
+                columns.append(SpecColumn(qualified_of(name), "boolean", physical=qualified_of(physical)))
     columns.append(SpecColumn(SEQ, "bigint"))
+    columns += [SpecColumn(name, "bigint") for name in ROW_STAMPS]
     return TableSpec(columns=tuple(columns), partition_columns=spec.partition_columns, bucket=spec.bucket,
                      properties=spec.properties)
 
 
-def delta_rows(df: DataFrame, spec: TableSpec, present: Collection[str], version: Column) -> DataFrame:
+def delta_rows(df: DataFrame, spec: TableSpec, present: Collection[str], version: Column,
+               deleted: Column | None = None) -> DataFrame:
     """An upsert's rows as files hold them: `df` has the key columns and the `present` value columns
-    (conformed to the table's types); `version` is each row's version."""
+    (conformed to the table's types); `version` is each row's version. Rows where `deleted` is true are
+    deletes of their key at their version: they keep only the key (and partition) and `__lake_d`."""
     from pyspark.sql import functions as F
+
+    def unless_deleted(value: Column, type_name: str) -> Column:
+        return value if deleted is None else F.when(~deleted, value).otherwise(F.lit(None).cast(type_name))
 
     out: list[Column] = []
     stamps: list[Column] = []
     for col in spec.columns:
         name = col.name
-        given = name in present or name in spec.primary_key or name in spec.partition_columns
-        out.append(F.col(f"`{name}`") if given else F.lit(None).cast(col.type).alias(name))
-        if name in spec.primary_key or name in spec.partition_columns:
+        keyed = name in spec.primary_key or name in spec.partition_columns
+        given = name in present or keyed
+        value = F.col(f"`{name}`") if given else F.lit(None).cast(col.type)
+        out.append((value if keyed else unless_deleted(value, col.type)).alias(name))
+        if keyed:
             continue
         op = operator_of(spec, name)
         if not op.stamped:
             continue
-        stamps.append((version if given else F.lit(None).cast("bigint")).alias(version_of(name)))
+        stamps.append(unless_deleted(version if given else F.lit(None).cast("bigint"), "bigint")
+                      .alias(version_of(name)))
         if op.qualified:
             condition = op.qualifies(F.col(f"`{name}`"), spec.null_values.get(name, ())) if given else None
-            stamps.append((condition if condition is not None else F.lit(None).cast("boolean"))
-                          .alias(qualified_of(name)))
-    return df.select(*out, *stamps, F.monotonically_increasing_id().alias(SEQ))
+            stamps.append(unless_deleted(condition if condition is not None else F.lit(None).cast("boolean"),
+                                         "boolean").alias(qualified_of(name)))
+    row_version = unless_deleted(version, "bigint")
+    deleted_at = F.lit(None).cast("bigint") if deleted is None else F.when(deleted, version)
+    return df.select(*out, *stamps, F.monotonically_increasing_id().alias(SEQ), row_version.alias(NEWEST),
+                     row_version.alias(OLDEST), deleted_at.cast("bigint").alias(DELETED))
 
 
-def merge_aggregates(spec: TableSpec, *, keep_stamps: bool) -> list[Column]:
+def has_deletes(files: Iterable[DataFile]) -> bool:
+    """Whether any of the files may hold a delete row or a watermark (by its stats; a file written before
+    deletes has no `__lake_d` and holds none)."""
+    for data_file in files:
+        stats = data_file.stats.get(DELETED)
+        if stats is not None and stats.null_count < data_file.rows:
+            return True
+    return False
+
+
+def merge_aggregates(spec: TableSpec, *, keep_stamps: bool, deletes: bool = False) -> list[Column]:
     """The aggregates that merge a key's rows (group by the partition and key columns): the table's value
-    columns, and with `keep_stamps` the stamps of the result (for base files)."""
+    columns, and with `keep_stamps` the stamps of the result (for base files). With `deletes`, each row
+    carries its key's watermark in `WATERMARK` (a window over the same grouping), and the rules of the
+    module docstring apply; `DELETED` is then the key's watermark and `exists` whether the key exists."""
     from pyspark.sql import functions as F
 
+    watermark = F.col(WATERMARK) if deletes else None
+    newest, oldest, deleted = F.col(NEWEST), F.col(OLDEST), F.col(DELETED)
+
+    def newer(version: Column) -> Column:  # a version not removed by the key's watermark
+        return version.isNotNull() if watermark is None else version.isNotNull() & (
+            watermark.isNull() | (version > watermark))
+
+    folded_alive = F.lit(True) if watermark is None else watermark.isNull() | (oldest > watermark)
+    unstamped_set: list[Column] = []
     out: list[Column] = []
     for name in value_columns(spec):
         op = operator_of(spec, name)
         value = F.col(f"`{name}`")
         if not op.stamped:
-            out.append(op.aggregate(value).cast(spec.column(name).type).alias(name))
+            unstamped_set.append(value.isNotNull())
+            kept = value if watermark is None else F.when(folded_alive, value)
+            out.append(op.aggregate(kept).cast(spec.column(name).type).alias(name))
             continue
         fields = [F.col(qualified_of(name)).alias("q")] if op.qualified else []
         fields += [F.col(version_of(name)).alias("v"), F.col(SEQ).alias("s")]
-        order = F.when(F.col(version_of(name)).isNotNull(), F.struct(*fields))  # NULL: not set, never wins
+        order = F.when(newer(F.col(version_of(name))), F.struct(*fields))  # NULL: not set or deleted, never wins
         out.append(F.max_by(value, order).alias(name))
         if keep_stamps:
             best = F.max(order)
             out.append(best["v"].alias(version_of(name)))
             if op.qualified:
                 out.append(best["q"].alias(qualified_of(name)))
+    unknown = newest.isNull() & deleted.isNull()  # a row written before versioned deletes
+    any_unknown = F.max(unknown.cast("int")) == 1
+    watermark_out = F.max(deleted)
+    if watermark is not None:
+        # a row folded over [v0, v] with v0 <= D < v cannot be split (module docstring): fail, never guess
+        split = oldest.isNotNull() & (oldest <= watermark) & (newest > watermark)
+        split = split & F.greatest(*unstamped_set, F.lit(False)) if unstamped_set else F.lit(False)
+        bad = F.max((watermark.isNotNull() & (unknown | split)).cast("int")) == 1
+        failure = F.raise_error(F.lit(
+            "a key's rows cannot be merged exactly with its delete watermark (a compacted sum/max/min straddles "
+            "it, or rows written before versioned deletes): the delete should have been refused. Report this."))
+        watermark_out = F.when(bad, failure.cast("bigint")).otherwise(watermark_out)
+    if keep_stamps or deletes:
+        out.append(watermark_out.alias(DELETED))
+    if keep_stamps:
+        out.append(F.when(any_unknown, F.lit(None).cast("bigint")).otherwise(F.max(F.when(newer(newest), newest)))
+                   .alias(NEWEST))
+        out.append(F.when(any_unknown, F.lit(UNKNOWN_OLDEST).cast("bigint"))
+                   .otherwise(F.min(F.when(newer(newest), oldest))).alias(OLDEST))
+    if deletes:
+        exists = F.max(deleted).isNull() | F.max(F.when(newer(newest), 1)).isNotNull()
+        out.append(F.when(bad, failure.cast("boolean")).otherwise(exists).alias(EXISTS))  # kept by every read
     return out

@@ -9,6 +9,11 @@ order Spark reads the source (within a file, file order).
 Checked before anything is committed: the table has a primary key; the source has every key column, no
 column the table lacks, types that convert; keys are not NULL; every row has a version. The source may
 lack value columns (a partial update): those keep their merged values.
+
+Delete markers: a boolean source column (`_delete` unless the table has such a column, or the one named by
+`delete_column`: Hudi's `_hoodie_is_deleted`) marks rows that delete their key at their version (NULL: not a
+delete); it is never stored. Marked rows are written as delete rows and checked as a delete operation's keys
+are (`deletes.check_deletes`); the rules are in `physical.py`.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.snapshots import TableState
 from airflow_lake.lake.format.table_state import UPSERT_ACTION
 from airflow_lake.lake.spark.file_writer import write_dataframe
-from airflow_lake.lake.spark.schema import conform
+from airflow_lake.lake.spark.schema import EVOLUTION_FIX, conform, new_columns
+from airflow_lake.lake.spec.evolution import ADD_COLUMNS, add_columns, added_columns, check_schema_evolution
 from airflow_lake.lake.spec.table_spec import Column as SpecColumn
 from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
 from airflow_lake.lake.upsert import versions as versions_module
@@ -40,6 +46,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 OPERATION = "versioned_upsert"
 VERSION_ALIAS = "__lake_version"
+DEFAULT_DELETE_COLUMN = "_delete"
+MARK = "__lake_delete"  # the delete flag while writing (and in fingerprints), never stored
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,9 @@ class Upserted:
 def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None, version_column: str | None = None,
                      replace_version: bool = False, request_id: str | None = None,
                      shuffle: bool = True, base: TableState | None = None,
-                     table_reads: Iterable[TableRead] = (), request_fingerprint: str | None = None) -> Upserted:
+                     table_reads: Iterable[TableRead] = (), request_fingerprint: str | None = None,
+                     schema_evolution: str = "none", merge_operators: Mapping[str, str] | None = None,
+                     delete_column: str | None = None) -> Upserted:
     """Upsert `df` into the primary-key table with `version` (one for every row) or the versions in
     `version_column` (default: the table's `version_column`). See the module docstring. A committed
     `request_id` returns its commit (`request_fingerprint`: of the request's inputs, `commit.requests`).
@@ -63,8 +73,16 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
     conflict (see `lake.write.write`). Which versions are already applied is decided at the base too.
 
     `shuffle=False` writes each input task's rows as one file per bucket it holds, without an Exchange (more,
-    smaller files; measured no faster on 2 cores: docs/benchmarks.md section 7)."""
+    smaller files; measured no faster on 2 cores: docs/benchmarks.md section 7).
+
+    `schema_evolution="add_columns"`: source columns the table lacks are added (nullable, at the end, in source
+    order) in the same commit, merged by `merge_operators` (new column -> operator; default "last"). Versions
+    upserted before read them as NULL (their files have no stamp for them: they never set them).
+
+    `delete_column`: the source's boolean delete-marker column (default `_delete`, if the source has it and
+    the table does not); see the module docstring."""
     from pyspark.sql import Observation
+    from pyspark.sql import functions as F
 
     base = table.state() if base is None else base
     spec = stored_spec(base.spec)
@@ -83,16 +101,24 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
         if column is None:
             raise LakeSpecError("version", "the upsert has no version.", "Give `version` (e.g. a batch number or "
                                 "'{{ ds_nodash }}'), or `version_column` naming a column of the source.")
-    present, conformed, version_expr = _conform(df, spec, column, fixed)
+    marker = _delete_marker(df, spec, delete_column)
+    old_spec = spec
+    spec = _evolve(df if marker is None else df.drop(marker), spec, column, schema_evolution, merge_operators)
+    spec_change = {} if spec == old_spec else {"spec": spec.to_dict(), "added_columns": added_columns(old_spec, spec)}
+    present, conformed, version_expr = _conform(df, spec, column, fixed, marker)
     own_reads = tuple(table_reads)
+    checked = [] if marker is None else _check_markers(table, base, spec, conformed, version_expr)
     txn = begin(table, UPSERT_ACTION, OPERATION, request_id=request_id, base=base,
                 request_fingerprint=request_fingerprint, metadata={"columns": present})
     try:
         observation = Observation(f"upsert_{txn.instant}")
+        fingerprinted = list(dict.fromkeys([*spec.primary_key, *spec.partition_columns, *present]))
+        counted = [] if marker is None else [F.count_if(F.col(MARK)).alias("deletes")]
         observed = conformed.observe(observation, *versions_module.fingerprint_aggregates(
-            list(dict.fromkeys([*spec.primary_key, *spec.partition_columns, *present])), version_expr))
+            fingerprinted + ([MARK] if marker else []), version_expr), *counted)
         metrics: dict[str, Any] = {}
-        files = write_dataframe(delta_rows(observed, spec, present, version_expr), table.storage,
+        deleted = None if marker is None else F.col(MARK)
+        files = write_dataframe(delta_rows(observed, spec, present, version_expr, deleted), table.storage,
                                 physical_spec(spec), txn.instant, metrics=metrics, bucket_shuffle=shuffle)
         facts = observation.get
         if int(facts["null_versions"]):
@@ -116,18 +142,88 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
         metrics.update({"rows": int(facts["rows"]), "versions": versions, "version_count": len(versions),
                         "min_version": min(versions, default=None), "max_version": max(versions, default=None),
                         "replaced_files": len(removed)})
+        marked = {} if marker is None else {"deletes": int(facts["deletes"])}
+        metrics.update({"delete_rows": int(facts["deletes"])} if marker else {})
         entry = txn.commit(added=files, removed=removed, metrics=metrics, versions=versions, table_reads=own_reads,
-                           metadata={"versions": versions, "fingerprint": fingerprint, "columns": present})
+                           reads=checked, metadata={"versions": versions, "fingerprint": fingerprint,
+                                                    "columns": present, **marked, **spec_change})
         return Upserted(entry, False)
     except BaseException:
         txn.abort()
         raise
 
 
-def _conform(df: DataFrame, spec: TableSpec, version_column: str | None, fixed: int | None
-             ) -> tuple[list[str], DataFrame, Column]:
+def _evolve(df: DataFrame, spec: TableSpec, version_column: str | None, mode: str,
+            merge_operators: Mapping[str, str] | None) -> TableSpec:
+    """The table spec with the source's new columns (schema evolution), or `spec` when it is off."""
+    if check_schema_evolution(mode) != ADD_COLUMNS:
+        if merge_operators:
+            raise LakeSpecError("merge_operators", "merge operators are given for new columns, but schema evolution "
+                                "is off.", 'Set schema_evolution to "add_columns", or drop `merge_operators`.')
+        return spec
+    ignore = [version_column] if version_column is not None and not spec.has_column(version_column) else []
+    new = new_columns(df, spec, ignore=ignore)
+    names = {c.name.lower() for c in new}
+    for name in merge_operators or {}:
+        if name.lower() not in names:
+            raise LakeSpecError(f"merge_operators.{name}", f"{name!r} is not a new column of the source (new: "
+                                f"{[c.name for c in new] or 'none'}).", "Give operators for new columns only; an "
+                                "existing column keeps its operator.")
+    operators = {c.name: op for c in new for name, op in (merge_operators or {}).items()
+                 if name.lower() == c.name.lower()}
+    return add_columns(spec, new, merge_operators=operators)
+
+
+def _delete_marker(df: DataFrame, spec: TableSpec, delete_column: str | None) -> str | None:
+    """The source's delete-marker column (its name in the source), or None."""
+    names = {f.name.lower(): f for f in df.schema.fields}
+    if delete_column is None:
+        if DEFAULT_DELETE_COLUMN in names and not spec.has_column(DEFAULT_DELETE_COLUMN):
+            delete_column = DEFAULT_DELETE_COLUMN
+        else:
+            return None
+    elif spec.has_column(delete_column):
+        raise LakeSpecError("delete_column", f"{delete_column!r} is a column of the table; delete markers are never "
+                            "stored.", "Name the source's marker column something the table does not have.")
+    field = names.get(delete_column.lower())
+    if field is None:
+        raise LakeSchemaError(f"the source has no delete-marker column {delete_column!r} (`delete_column`); nothing "
+                              f"was written. Fix: add it (boolean), or drop `delete_column`. The source's columns "
+                              f"are {[f.name for f in df.schema.fields]}.")
+    if field.dataType.simpleString() != "boolean":
+        raise LakeSchemaError(f"delete-marker column {field.name!r} is {field.dataType.simpleString()}; it must be "
+                              f"boolean (true: delete the key at the row's version). Fix: e.g. CAST(op = 'D' AS "
+                              f"BOOLEAN) AS {field.name} in the query.")
+    return field.name
+
+
+def _check_markers(table: TableMetadata, base: TableState, spec: TableSpec, conformed: DataFrame,
+                   version: Column) -> list[str]:
+    """Refuse delete markers that cannot be applied exactly (`deletes.check_deletes`) before anything is
+    written; the files that check depends on."""
+    from pyspark.sql import functions as F
+
+    from airflow_lake.lake.format.snapshots import snapshot_of
+    from airflow_lake.lake.upsert import deletes
+
+    snapshot = snapshot_of(base)
+    if not deletes.needs_check(snapshot.files, spec):
+        return []
+    marked = conformed.where(F.col(MARK)).select(*[F.col(f"`{k}`") for k in deletes.key_columns(spec)],
+                                                 version.alias(deletes.DELETE_VERSION))
+    bounds = marked.agg(F.min(deletes.DELETE_VERSION).alias("low"), F.max(deletes.DELETE_VERSION).alias("high")
+                        ).collect()[0]
+    if bounds["low"] is None:
+        return []
+    return deletes.check_deletes(table, snapshot, spec, marked, low=int(bounds["low"]), high=int(bounds["high"]),
+                                 field="delete_column")
+
+
+def _conform(df: DataFrame, spec: TableSpec, version_column: str | None, fixed: int | None,
+             marker: str | None = None) -> tuple[list[str], DataFrame, Column]:
     """The value columns the source sets, the source conformed to the table (key + those columns, plus the
-    version as `__lake_version` when it comes from a column), and the version expression."""
+    version as `__lake_version` when it comes from a column, and the delete flag as `__lake_delete` when the
+    source has a `marker` column), and the version expression."""
     from pyspark.sql import functions as F
 
     names = {f.name.lower(): f.name for f in df.schema.fields}
@@ -147,10 +243,10 @@ def _conform(df: DataFrame, spec: TableSpec, version_column: str | None, fixed: 
         raise LakeSchemaError(f"the source lacks key column(s) {missing_keys}; nothing was written. Fix: select them "
                               f"(rows are merged by {keys}: the key and the partition columns).")
     table_names = {c.lower() for c in spec.column_names}
-    extra = [n for low, n in names.items() if low not in table_names and n != version_source]
+    extra = [n for low, n in names.items() if low not in table_names and n not in (version_source, marker)]
     if extra:
         raise LakeSchemaError(f"the source has column(s) {extra} that the table does not; nothing was written. Fix: "
-                              f"drop them from the query. The table's columns are {spec.column_names}.")
+                              f"{EVOLUTION_FIX}. The table's columns are {spec.column_names}.")
     present = [c for c in value_columns(spec) if c.lower() in names]
     columns = [spec.column(c) for c in spec.column_names if c in keys or c in present]
     source = df
@@ -159,6 +255,9 @@ def _conform(df: DataFrame, spec: TableSpec, version_column: str | None, fixed: 
         if version_source.lower() not in table_names:  # only a version, not data
             source = source.drop(version_source)
         columns.append(SpecColumn(VERSION_ALIAS, "bigint"))
+    if marker is not None:
+        source = source.withColumn(MARK, F.coalesce(F.col(f"`{marker}`"), F.lit(False))).drop(marker)
+        columns.append(SpecColumn(MARK, "boolean"))
     conformed = conform(source, TableSpec(columns=tuple(columns)))
     return present, conformed, F.lit(fixed).cast("bigint") if fixed is not None else F.col(VERSION_ALIAS)
 

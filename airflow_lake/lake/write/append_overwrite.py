@@ -12,7 +12,8 @@ from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.snapshots import TableState, files_in_partitions
 from airflow_lake.lake.spark.file_writer import write_dataframe
-from airflow_lake.lake.spark.schema import conform
+from airflow_lake.lake.spark.schema import conform, new_columns
+from airflow_lake.lake.spec.evolution import ADD_COLUMNS, add_columns, added_columns, check_schema_evolution
 from airflow_lake.lake.spec.partitions import DYNAMIC, Partitions, normalize_partitions
 from airflow_lake.lake.spec.table_spec import stored_spec
 
@@ -28,7 +29,8 @@ def write(table: TableMetadata, df: DataFrame, *, mode: str = "append", partitio
           request_id: str | None = None, reads: Iterable[str] = (),
           metadata: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
           max_exchanges: int | None = None, base: TableState | None = None,
-          table_reads: Iterable[TableRead] = (), request_fingerprint: str | None = None) -> LogEntry:
+          table_reads: Iterable[TableRead] = (), request_fingerprint: str | None = None,
+          schema_evolution: str = "none") -> LogEntry:
     """Append `df`, or overwrite the table / the given partitions / ('dynamic') the partitions in `df`;
     `metrics` are added to the commit's.
 
@@ -44,6 +46,10 @@ def write(table: TableMetadata, df: DataFrame, *, mode: str = "append", partitio
     With a `request_id` already committed, returns that entry and writes nothing (idempotent retries);
     `request_fingerprint` (of the request's inputs, `commit.requests`) is recorded and refuses a reused id.
     Schema and partition errors are raised before any instant starts.
+
+    `schema_evolution="add_columns"`: columns of `df` the table lacks are added (nullable, at the end, in the
+    source's order and types) in the same commit, whose metadata `spec` is the new spec (Delta's mergeSchema).
+    Off (the default), such a column is refused, naming this option.
     """
     from pyspark.sql import DataFrame as SparkDataFrame  # classic and Spark Connect DataFrames both are one
 
@@ -65,27 +71,32 @@ def write(table: TableMetadata, df: DataFrame, *, mode: str = "append", partitio
     prior = requests.committed(table, requests.Request("write", request_id, request_fingerprint))
     if prior is not None:
         return prior
-    conformed = conform(df, spec)
+    evolved = spec
+    if check_schema_evolution(schema_evolution) == ADD_COLUMNS:
+        evolved = add_columns(spec, new_columns(df, spec))
+    conformed = conform(df, evolved)
     own_reads = tuple(table_reads)
+    spec_change = {} if evolved == spec else {"spec": evolved.to_dict(), "added_columns": added_columns(spec, evolved)}
     txn = begin(table, "commit", "write", request_id=request_id, base=base, request_fingerprint=request_fingerprint,
                 metadata={"mode": mode, "partitions": parts, **(metadata or {})})
     try:
         allowed = parts if isinstance(parts, list) else None
         metrics_out: dict[str, Any] = dict(metrics or {})
-        files = write_dataframe(conformed, table.storage, spec, txn.instant, allowed_partitions=allowed,
+        files = write_dataframe(conformed, table.storage, evolved, txn.instant, allowed_partitions=allowed,
                                 metrics=metrics_out, max_exchanges=max_exchanges)
         base_files = txn.base_files
         if mode == "append":
-            return txn.commit(added=files, reads=reads, table_reads=own_reads, metrics=metrics_out)
+            return txn.commit(added=files, reads=reads, table_reads=own_reads, metrics=metrics_out,
+                              metadata=spec_change)
         if parts is None:
             return txn.commit(added=files, removed=[f.path for f in base_files], reads=reads, whole_table=True,
-                              table_reads=own_reads, metrics=metrics_out)
+                              table_reads=own_reads, metrics=metrics_out, metadata=spec_change)
         targets = [dict(p) for p in {f.partition_key(): f.partition for f in files}.values()] \
             if parts == DYNAMIC else parts
         assert isinstance(targets, list)
         removed = [f.path for f in files_in_partitions(base_files, targets)]
         return txn.commit(added=files, removed=removed, reads=reads, overwrites=targets, table_reads=own_reads,
-                          metrics=metrics_out, metadata={"overwritten_partitions": targets})
+                          metrics=metrics_out, metadata={"overwritten_partitions": targets, **spec_change})
     except BaseException:
         txn.abort()
         raise

@@ -402,3 +402,17 @@ def test_which_oldest_skips_a_damaged_plan_and_runs_the_next(spark: Any, table: 
     assert out["plan_id"] == good and out["files_before"] == 4
     assert f"skipping clustering plan {damaged}" in caplog.text and "airflow-lake rollback-pending" in caplog.text
     assert [p.id for p in pending_plans(table)] == [damaged]
+
+
+def test_a_retry_of_the_schedule_after_its_plan_ran_returns_that_plan_and_plans_nothing_new(
+        spark: Any, table: LakeTable) -> None:
+    """Airflow retries a schedule task whose first try stored a plan (and then failed to report), after the
+    downstream execute task already ran it: the retry must not plan the freshly clustered files again."""
+    first = schedule(table.url, min_commits=0, request_id="dag/plan/run1/-1")
+    run(spark, "execute_clustering", {"table": table.url, "plan_id": first["plan_id"],
+                                      "request_id": "dag/cluster/run1/-1"})
+    appends(spark, table.url, 2, 50)  # new small files: a fresh schedule would plan them
+    retry = schedule(table.url, min_commits=0, request_id="dag/plan/run1/-1")
+    assert retry["plan_id"] == first["plan_id"] and retry["already_scheduled"] and "executed since" in retry["reason"]
+    assert pending_plans(table) == []
+    assert schedule(table.url, min_commits=0, request_id="dag/plan/run2/-1")["plan_id"] not in (None, first["plan_id"])

@@ -343,7 +343,7 @@ def test_orphan_removal_treats_an_instant_in_the_log_as_finished(table_path: str
         txn.commit(added=[kept])
     monkeypatch.undo()
     assert txn.instant in table.state().instants and pending_names(table, txn.instant)
-    result = table.vacuum(older_than_hours=0)
+    result = table.vacuum(older_than_hours=0, force=True)
     assert result.orphans == (stray.path,) and result.staging == (instants_module.staging_dir(txn.instant),)
     assert not on_disk(table, stray) and on_disk(table, kept) and not os.path.exists(staged)
     assert live_paths(table) == {kept.path}

@@ -179,7 +179,7 @@ def test_a_retry_of_clean_returns_the_first_result_and_commits_nothing(table_pat
     table = make_table(table_path)
     _, (f1,) = append(table, "a", disk=True)
     f2 = _replace_on_disk(table, f1)
-    spec = {"table": table_path, "retain_hours": 0, "request_id": "dag/clean/run1/-1"}
+    spec = {"table": table_path, "retain_hours": 0, "force": True, "request_id": "dag/clean/run1/-1"}
     first = run(None, "clean", spec)
     assert first["files_deleted"] == 1 and not on_disk(table, f1)
     _replace_on_disk(table, f2)
@@ -196,7 +196,7 @@ def test_a_retry_of_remove_orphan_files_returns_the_first_result_and_commits_not
     append(table, "a", disk=True)
     junk = [table.storage.path(f"dt=a/junk-{i}.bin") for i in (1, 2)]
     Path(junk[0]).write_bytes(b"left by a crashed writer")
-    spec = {"table": table_path, "older_than_hours": 0, "request_id": "dag/orphans/run1/-1"}
+    spec = {"table": table_path, "older_than_hours": 0, "force": True, "request_id": "dag/orphans/run1/-1"}
     first = run(None, "remove_orphan_files", spec)
     assert first["files_deleted"] == 1 and not Path(junk[0]).exists()
     Path(junk[1]).write_bytes(b"another one")

@@ -120,7 +120,7 @@ def test_vacuum_never_deletes_another_tables_files(spark: Any, tmp_path: Path, h
 
     dry = run(None, "vacuum", {"table": outer.url, "older_than_hours": 1, "dry_run": True})
     assert dry["nested_tables_skipped"] == [where] and dry["paths"] == ["dt=y/debris.parquet"]
-    result = outer.vacuum(0)
+    result = outer.vacuum(0, force=True)
     assert result.nested_tables == (where,) and result.orphans == ("dt=y/debris.parquet",)
     assert result.entry is not None and result.entry.metrics["nested_tables_skipped"] == [where]
     assert not debris.exists()
@@ -128,5 +128,5 @@ def test_vacuum_never_deletes_another_tables_files(spark: Any, tmp_path: Path, h
     assert rows(spark, nested_path) == expected_nested
     assert outer_rows(outer) == sorted((k, d) for d in ("x", "y") for k in range(5))
     # and the nested table's own vacuum leaves the outer table alone (it only looks below its root)
-    assert LakeTable.open(str(nested_path)).vacuum(0).orphans == ()
+    assert LakeTable.open(str(nested_path)).vacuum(0, force=True).orphans == ()
     assert outer_rows(outer) == sorted((k, d) for d in ("x", "y") for k in range(5))

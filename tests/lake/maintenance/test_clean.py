@@ -51,7 +51,7 @@ def test_clean_deletes_only_files_removed_before_the_retention(table_path: str) 
     size_f1 = os.path.getsize(table.storage.path(f1.path))
     # the retention window ends between the two replaces: f1 is expired, f2 was removed recently
     now = (e2.completed_at + e3.completed_at) / 2 + 3600
-    entry = clean(table, retain_hours=1, now=now)
+    entry = clean(table, retain_hours=1, force=True, now=now)
 
     assert entry is not None and entry.seq == 4 and entry.action == "clean"
     assert entry.metadata["deleted"] == [f1.path]
@@ -79,10 +79,10 @@ def test_clean_deletes_only_files_removed_before_the_retention(table_path: str) 
     assert live_paths(fresh, 2) == live_paths(table, 2)
 
     # the same clean again: nothing to do
-    assert clean(table, retain_hours=1, now=now) is None
+    assert clean(table, retain_hours=1, force=True, now=now) is None
     assert table.commit_log.head() == 4
     # later, f2 expires too
-    entry = clean(table, retain_hours=1, now=e3.completed_at + 3601)
+    entry = clean(table, retain_hours=1, force=True, now=e3.completed_at + 3601)
     assert entry is not None and entry.metadata["deleted"] == [f2.path]
     assert not on_disk(table, f2) and table.state().tombstones == {}
     with pytest.raises(LakeSnapshotNotFound):
@@ -92,16 +92,16 @@ def test_clean_deletes_only_files_removed_before_the_retention(table_path: str) 
 
 def test_clean_with_zero_retention_and_nothing_to_do(table_path: str) -> None:
     table = make_table(table_path)
-    assert table.clean(retain_hours=0) is None
+    assert table.clean(retain_hours=0, force=True) is None
     _, (f1, f2) = append(table, "a", files=2, disk=True)
-    assert table.clean(retain_hours=0) is None  # live files are never cleaned
+    assert table.clean(retain_hours=0, force=True) is None  # live files are never cleaned
     _, g = replace(table, f1)
     time.sleep(0.01)
-    entry = table.clean(retain_hours=0, request_id="clean-1")
+    entry = table.clean(retain_hours=0, request_id="clean-1", force=True)
     assert entry is not None and entry.metrics["files_deleted"] == 1
     assert table.find_request("clean-1") == entry
     assert not on_disk(table, f1) and on_disk(table, f2) and on_disk(table, g)
-    assert table.clean(retain_hours=0) is None
+    assert table.clean(retain_hours=0, force=True) is None
     assert [i.action for i in table.timeline()] == ["create", "commit", "replace", "clean"]
 
 
@@ -123,7 +123,7 @@ def test_clean_tolerates_files_already_gone(table_path: str) -> None:
     txn.commit(added=[], removed=[f1.path, f2.path])
     os.unlink(table.storage.path(f1.path))
     size_f2 = os.path.getsize(table.storage.path(f2.path))
-    entry = clean(table, retain_hours=0, now=time.time() + 1)
+    entry = clean(table, retain_hours=0, force=True, now=time.time() + 1)
     assert entry is not None
     assert entry.metrics == {"files_deleted": 2, "bytes_freed": size_f2}
     assert not on_disk(table, f2)
@@ -134,7 +134,7 @@ def test_clean_survives_checkpoints(table_path: str) -> None:
     table = make_table(table_path, {"checkpoint.interval": "5"})
     _, (f1,) = append(table, "a", disk=True)
     e2, _ = replace(table, f1)
-    entry = clean(table, retain_hours=0, now=time.time() + 1)
+    entry = clean(table, retain_hours=0, force=True, now=time.time() + 1)
     assert entry is not None and entry.seq == 3
     for _ in range(3):
         append(table, "b")

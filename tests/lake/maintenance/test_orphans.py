@@ -103,7 +103,7 @@ def test_remove_orphan_files_deletes_orphans_and_keeps_what_the_log_and_writers_
     assert all(on_disk(table, p) for p in orphans) and table.storage.exists(f"{STAGING}/{doomed.instant}")
     assert table.commit_log.head() == head
 
-    result = remove_orphan_files(table, 1, request_id="vac-1")
+    result = remove_orphan_files(table, 1, force=True, request_id="vac-1")
 
     assert (result.orphans, result.staging, result.bytes) == (dry.orphans, dry.staging, orphan_bytes)
     assert result.deleted and not result.dry_run
@@ -131,11 +131,11 @@ def test_remove_orphan_files_deletes_orphans_and_keeps_what_the_log_and_writers_
     assert set(state.tombstones) == {f1.path} and state.tombstones[f1.path][0] == e2.seq
     assert state.cleaned_before == 0
     # nothing left to do: no entry
-    again = remove_orphan_files(table, 1)
+    again = remove_orphan_files(table, 1, force=True)
     assert (again.orphans, again.staging, again.entry, again.deleted) == ((), (), None, False)
     assert table.commit_log.head() == entry.seq
     # clean still deletes the tombstone afterwards
-    cleaned = table.clean(retain_hours=0)
+    cleaned = table.clean(retain_hours=0, force=True)
     assert cleaned is not None and cleaned.metadata["deleted"] == [f1.path] and not on_disk(table, f1)
 
 
@@ -145,9 +145,9 @@ def test_a_finished_pending_instants_orphans_go_after_it_completes(table_path: s
     item = data_file(txn, "a")
     put_parquet(table, item, [1])
     extra = drop(table, f"dt=a/part-{txn.instant}-extra.parquet")  # written, then left out of the commit
-    assert remove_orphan_files(table, 0, now=time.time() + 1).orphans == ()  # pending: the writer may still commit it
+    assert remove_orphan_files(table, 0, force=True, now=time.time() + 1).orphans == ()  # pending: may still commit
     txn.commit(added=[item])
-    result = remove_orphan_files(table, 0, now=time.time() + 1)
+    result = remove_orphan_files(table, 0, force=True, now=time.time() + 1)
     assert result.orphans == (extra,) and not on_disk(table, extra) and on_disk(table, item)
 
 
@@ -158,7 +158,7 @@ def test_files_of_instants_newer_than_the_removal_are_kept(table_path: str) -> N
     newer = drop(table, f"dt=a/part-{later}-00000.parquet")
     drop(table, f"{STAGING}/{later}/part-0.parquet")
     age(table, f"{STAGING}/{later}", 2)
-    result = remove_orphan_files(table, 0, now=time.time() + 1)
+    result = remove_orphan_files(table, 0, force=True, now=time.time() + 1)
     assert (result.orphans, result.staging) == ((), ())
     assert on_disk(table, newer) and table.storage.exists(f"{STAGING}/{later}")
 
@@ -178,14 +178,14 @@ def test_zero_hours_takes_every_orphan_and_staging_of_unknown_names_stays(table_
     _, (live,) = append(table, "a", disk=True)
     just_now = drop(table, "dt=a/just-now.parquet", age_hours=0)
     drop(table, f"{STAGING}/not-an-instant/x.parquet")
-    result = remove_orphan_files(table, 0, now=time.time() + 1)
+    result = remove_orphan_files(table, 0, force=True, now=time.time() + 1)
     assert result.orphans == (just_now,) and result.staging == ()
     assert on_disk(table, live) and table.storage.exists(f"{STAGING}/not-an-instant/x.parquet")
 
 
 def test_empty_table_and_bad_hours(table_path: str) -> None:
     table = make_table(table_path)
-    result = remove_orphan_files(table, 0)
+    result = remove_orphan_files(table, 0, force=True)
     assert (result.orphans, result.staging, result.bytes, result.entry) == ((), (), 0, None)
     assert [i.action for i in table.timeline()] == ["create"]
     for bad in (-1.0, float("nan")):
@@ -196,7 +196,7 @@ def test_empty_table_and_bad_hours(table_path: str) -> None:
 def test_paths_in_the_metrics_are_capped(table_path: str) -> None:
     table = make_table(table_path)
     names = sorted(drop(table, f"dt=a/debris-{n:04d}.parquet") for n in range(PATHS_IN_METRICS + 5))
-    result = remove_orphan_files(table, 1)
+    result = remove_orphan_files(table, 1, force=True)
     assert result.entry is not None
     assert result.entry.metadata["orphans"] == names  # the log keeps every path
     metrics = result.entry.metrics
@@ -224,11 +224,12 @@ def test_runner_operation(table_path: str) -> None:
                    "dry_run": True, "older_than_hours": 1.0, "paths": [orphan], "paths_truncated": False,
                    "nested_tables_skipped": []}
     assert on_disk(table, orphan)
-    done = run(None, "remove_orphan_files", {"table": table_path, "older_than_hours": 1, "request_id": "r-1"})
+    done = run(None, "remove_orphan_files", {"table": table_path, "older_than_hours": 1, "force": True,
+                                             "request_id": "r-1"})
     assert (done["files_deleted"], done["bytes_freed"], done["dry_run"]) == (1, 6, False)
     assert (done["action"], done["seq"], done["request_id"]) == ("clean", 1, "r-1")
     assert not on_disk(table, orphan)
-    noop = run(None, "remove_orphan_files", {"table": table_path, "older_than_hours": 1})
+    noop = run(None, "remove_orphan_files", {"table": table_path, "older_than_hours": 1, "force": True})
     assert (noop["orphans_found"], noop["files_deleted"]) == (0, 0) and "seq" not in noop
 
 

@@ -49,6 +49,36 @@ def merge(batches: Sequence[tuple[int, pd.DataFrame]], key: str = "uuid",
     return out.astype(object).where(out.notna(), None).astype(str)
 
 
+def merge_with_deletes(events: Sequence[tuple[int, pd.DataFrame]], key: str, columns: Sequence[str], *,
+                       operators: Mapping[str, str] | None = None,
+                       null_values: Mapping[str, Sequence[str]] | None = None,
+                       marker: str = "_delete") -> pd.DataFrame:
+    """The table after `events` (version, frame) in any order, by the definition of versioned deletes: a row
+    whose `marker` is true deletes its key at its version; a key's deletes remove every row of that key with a
+    version at or below the highest of them (a delete wins within its version); what is left merges as
+    `merge`. A frame of only the key column and a true marker is a delete operation. `columns`: the value
+    columns (every one in the result, NULL where nothing is left)."""
+    watermark: dict[Any, int] = {}
+    for version, frame in events:
+        if marker in frame.columns:
+            for k in frame.loc[frame[marker].fillna(False).astype(bool), key]:
+                watermark[k] = max(watermark.get(k, version), version)
+    kept = []
+    for version, frame in events:
+        rows = frame if marker not in frame.columns else frame.loc[~frame[marker].fillna(False).astype(bool)]
+        rows = rows.drop(columns=[marker], errors="ignore")
+        rows = rows.loc[[version > watermark.get(k, version - 1) for k in rows[key]]]
+        if len(rows):
+            kept.append((version, rows))
+    if not kept:
+        return pd.DataFrame(columns=[key, *columns]).astype(str)
+    out = merge(kept, key=key, operators=operators, null_values=null_values)
+    for col in columns:
+        if col not in out.columns:
+            out[col] = "None"
+    return out[[key, *columns]]
+
+
 def bdci_expected(paths: Sequence[Path], versions: Sequence[int] | None = None) -> pd.DataFrame:
     """The BDCI merge of the files (file i is version i) restricted to `versions`."""
     chosen = range(len(paths)) if versions is None else versions

@@ -1,0 +1,246 @@
+"""Versioned deletes on a primary-key table: the `delete` operation with `keys` and `version`, and the checks
+delete markers in an upsert source go through too. The rules are in `physical.py`.
+
+A versioned delete writes one delta row per key — the key (and its partition), `__lake_d` = the version, every
+value and stamp NULL — in the key's bucket as an upsert does, and commits it as an `upsert` instant of
+operation `delete` that registers the version in the version index (`versions.py`): a retry of the same keys
+at the same version is a no-op; the same version with other keys, or a version an upsert applied, is refused.
+A key that is not in the table is deleted all the same: a backfill of an older version that arrives later
+must stay deleted. A key of a partitioned table is unique within its partition, so a delete names the
+partition values too.
+
+Before anything is written (`check_deletes`), the keys' rows are checked for what a delete cannot remove
+exactly: a base row whose commutative values (sum, max, min) fold versions on both sides of the delete, and
+rows written before versioned deletes (no row version). Such a delete is refused, naming the key, the column
+and the range; and the delete records the files it checked (`reads`), so a compaction that folds them
+meanwhile makes it fail with a retryable conflict.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.lake.commit import requests
+from airflow_lake.lake.commit.transaction import begin
+from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.format.log import LogEntry
+from airflow_lake.lake.format.snapshots import snapshot_of
+from airflow_lake.lake.format.table_state import UPSERT_ACTION
+from airflow_lake.lake.spark.file_writer import write_dataframe
+from airflow_lake.lake.spark.schema import conform
+from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
+from airflow_lake.lake.upsert import versions as versions_module
+from airflow_lake.lake.upsert.merge_read import raw_scan
+from airflow_lake.lake.upsert.physical import (
+    DELETED,
+    NEWEST,
+    OLDEST,
+    UNKNOWN_OLDEST,
+    delta_rows,
+    has_deletes,
+    operator_of,
+    physical_spec,
+    value_columns,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from airflow_lake.lake.format.data_files import DataFile
+    from airflow_lake.lake.format.snapshots import Snapshot
+    from airflow_lake.lake.format.table_metadata import TableMetadata
+
+log = logging.getLogger(__name__)
+OPERATION = "delete"
+MARK = "__lake_delete"  # the delete flag in fingerprints (a delete never looks like a key-only upsert)
+DELETE_VERSION = "__lake_delete_version"
+CURRENT = "__lake_current_watermark"
+EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """A versioned delete's commit (None: no key given), and whether an earlier run had made it."""
+
+    entry: LogEntry | None
+    already_committed: bool = False
+
+    def metrics(self) -> dict[str, Any]:
+        """The job's result."""
+        if self.entry is None:
+            return {"noop": True, "reason": "no key to delete", "keys_deleted": 0, "already_committed": False}
+        return requests.entry_result(self.entry, already_committed=self.already_committed)
+
+
+def key_columns(spec: TableSpec) -> list[str]:
+    """The columns that name a key: the primary key, then the partition columns it lacks."""
+    return [*spec.primary_key, *[c for c in spec.partition_columns if c not in spec.primary_key]]
+
+
+def conform_keys(df: DataFrame, spec: TableSpec, field: str = "keys") -> DataFrame:
+    """The keys of `df` (exactly the key and partition columns, converted to the table's types)."""
+    keys = key_columns(spec)
+    names = {f.name.lower(): f.name for f in df.schema.fields}
+    missing = [k for k in keys if k.lower() not in names]
+    partitioned = " (a key is unique within a partition: name its partition values too)" \
+        if spec.partition_columns else ""
+    if missing:
+        raise LakeSpecError(field, f"the keys lack column(s) {missing}{partitioned}; nothing was deleted.",
+                            f"Give every one of {keys} for each key.")
+    extra = [n for low, n in names.items() if low not in {k.lower() for k in keys}]
+    if extra:
+        raise LakeSpecError(field, f"the keys have column(s) {extra} that are not key columns; nothing was deleted.",
+                            f"Select only {keys} (a versioned delete removes whole keys).")
+    return conform(df, TableSpec(columns=tuple(spec.column(k) for k in keys)))
+
+
+def versioned_delete(table: TableMetadata, spark: SparkSession, keys: DataFrame, *, version: Any,
+                     request_id: str | None = None, request_fingerprint: str | None = None,
+                     filters: Sequence[Sequence[Any]] | None = None) -> Deleted:
+    """Delete `keys` (a DataFrame of the key and partition columns) at `version` (module docstring).
+    `filters`: key filters that hold for every key (they narrow the files `check_deletes` reads)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    base = table.state()
+    spec = stored_spec(base.spec)
+    if not spec.primary_key:
+        raise LakeSpecError("keys", f"{table.url!r} has no primary key; `keys` and `version` are for versioned "
+                            "deletes of primary-key tables.", "Delete its rows with `filters` or `where`.")
+    prior = requests.committed(table, requests.Request(OPERATION, request_id, request_fingerprint))
+    if prior is not None:
+        return Deleted(prior, True)
+    fixed = versions_module.parse_version(version)
+    wanted = conform_keys(keys, spec)
+    names = key_columns(spec)
+    wanted = wanted.dropDuplicates(names)  # (a NULL key column is refused by the writer: keys are NOT NULL)
+    snapshot = snapshot_of(base)
+    reads = check_deletes(table, snapshot, spec, wanted.withColumn(DELETE_VERSION, F.lit(fixed).cast("bigint")),
+                          low=fixed, high=fixed, filters=filters, field="version")
+    txn = begin(table, UPSERT_ACTION, OPERATION, request_id=request_id, base=base,
+                request_fingerprint=request_fingerprint, metadata={"columns": [], "deletes": True})
+    try:
+        observation = Observation(f"delete_{txn.instant}")
+        version_expr = F.lit(fixed).cast("bigint")
+        flagged = wanted.withColumn(MARK, F.lit(True))
+        observed = flagged.observe(observation, *versions_module.fingerprint_aggregates([*names, MARK], version_expr))
+        metrics: dict[str, Any] = {}
+        files = write_dataframe(delta_rows(observed, spec, [], version_expr, deleted=F.lit(True)), table.storage,
+                                physical_spec(spec), txn.instant, metrics=metrics)
+        facts = observation.get
+        count = int(facts["rows"])
+        if count == 0:
+            txn.abort(reason="no key to delete")
+            return Deleted(None)
+        fingerprint = versions_module.fingerprint(facts)
+        live = versions_module.applied(table, [fixed], txn.base)
+        if fixed in live:
+            earlier = live[fixed]
+            if earlier.fingerprint == fingerprint and earlier.entry.operation == OPERATION:
+                txn.abort(reason=f"a duplicate of instant {earlier.entry.instant} (the same keys at version {fixed})")
+                return Deleted(earlier.entry, True)
+            raise LakeSpecError("version", f"version {fixed} was already applied by instant "
+                                f"{earlier.entry.instant} ({earlier.entry.operation}) with other keys or data; "
+                                "nothing was deleted.", "Delete at a new version (higher than every version the "
+                                "keys were upserted with, to remove all of them).")
+        metrics.update({"keys_deleted": count, "version": fixed, "versions": [fixed]})
+        entry = txn.commit(added=files, reads=reads, metrics=metrics, versions=[fixed],
+                           metadata={"versions": [fixed], "fingerprint": fingerprint, "columns": [],
+                                     "deletes": count})
+        log.info("deleted %d key(s) of %s at version %d", count, table.url, fixed)
+        return Deleted(entry)
+    except BaseException:
+        txn.abort()
+        raise
+
+
+def _stats(data_file: DataFile, column: str) -> tuple[Any, Any] | None:
+    stats = data_file.stats.get(column)
+    return None if stats is None else (stats.min, stats.max)
+
+
+def may_hold_unknown(data_file: DataFile) -> bool:
+    """Whether the file may hold rows of unknown version (written before versioned deletes, or folded from
+    such rows by compaction)."""
+    oldest = _stats(data_file, OLDEST)
+    return oldest is None or oldest[0] == UNKNOWN_OLDEST
+
+
+def may_fold_across(data_file: DataFile, low: int, high: int) -> bool:
+    """Whether the file may hold data of a version <= `high` (a compaction may fold it with newer data)."""
+    oldest = _stats(data_file, OLDEST)
+    return oldest is None or (oldest[0] is not None and oldest[0] <= high)
+
+
+def may_straddle(data_file: DataFile, low: int, high: int) -> bool:
+    """Whether the file may hold a row folded over [v0, v] with v0 <= d < v for a delete version d in
+    [low, high]."""
+    oldest, newest = _stats(data_file, OLDEST), _stats(data_file, NEWEST)
+    if oldest is None or newest is None:
+        return True
+    return oldest[0] is not None and newest[1] is not None and oldest[0] <= high and newest[1] > low \
+        and oldest[0] < newest[1]
+
+
+def needs_check(files: Iterable[DataFile], spec: TableSpec) -> bool:
+    """Whether deletes on a table with these files may need `check_deletes` at all: it has commutative columns,
+    or a file may hold rows of unknown version."""
+    return any(not operator_of(spec, c).stamped for c in value_columns(spec)) or any(
+        may_hold_unknown(f) for f in files)
+
+
+def check_deletes(table: TableMetadata, snapshot: Snapshot, spec: TableSpec, deletes: DataFrame, *, low: int,
+                  high: int, filters: Iterable[Sequence[Any]] | None = None, field: str = "version") -> list[str]:
+    """Refuse deletes (`deletes`: key columns and `DELETE_VERSION`, versions in [low, high]) that cannot be
+    exact (module docstring), before anything is written; return the files the check depends on (a commit's
+    `reads`: a compaction that replaces them meanwhile is a conflict)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from airflow_lake.lake.spark.bucketed_read import scan_df
+
+    unstamped = [c for c in value_columns(spec) if not operator_of(spec, c).stamped]
+    scope = raw_scan(table, snapshot, filters=filters).files
+    suspects = [f for f in scope if may_hold_unknown(f) or (unstamped and may_straddle(f, low, high))]
+    depends = [f.path for f in scope if unstamped and may_fold_across(f, low, high)]
+    if not suspects:
+        return depends
+    names = key_columns(spec)
+    # with the files holding deletes: a row a key's earlier delete already removed does not matter any more
+    chosen = {f.path for f in suspects} | {f.path for f in scope if has_deletes([f])}
+    rows = scan_df(deletes.sparkSession, raw_scan(table, snapshot, files=[f for f in scope if f.path in chosen]))
+    rows = rows.withColumn(CURRENT, F.max(F.col(DELETED)).over(Window.partitionBy(
+        *[F.col(f"`{k}`") for k in names])))
+    wanted = deletes.select(*[F.col(f"`{k}`").alias(f"__lake_delete_{i}") for i, k in enumerate(names)],
+                            F.col(DELETE_VERSION))
+    on = [F.col(f"`{k}`").eqNullSafe(F.col(f"__lake_delete_{i}")) for i, k in enumerate(names)]  # NULL partitions
+    joined = rows.join(wanted, on=on, how="inner")
+    version = F.col(DELETE_VERSION)
+    unknown = F.col(NEWEST).isNull() & F.col(DELETED).isNull() & (F.col(OLDEST).isNull() | (F.col(OLDEST) ==
+                                                                                          UNKNOWN_OLDEST))
+    folded = [F.when(F.col(f"`{c}`").isNotNull(), F.lit(c)) for c in unstamped]
+    alive = F.col(CURRENT).isNull() | (F.col(OLDEST) > F.col(CURRENT))
+    split = alive & (F.col(OLDEST) <= version) & (F.col(NEWEST) > version)
+    problems = joined.where(unknown | (split & F.greatest(*[F.col(f"`{c}`").isNotNull() for c in unstamped],
+                                                         F.lit(False)) if unstamped else unknown))
+    examples = problems.select(*[F.col(f"`{k}`") for k in names], version.alias("d"), F.col(OLDEST).alias("v0"),
+                               F.col(NEWEST).alias("v"), unknown.alias("unknown"),
+                               F.concat_ws(", ", *folded, F.lit(None).cast("string")).alias("columns")
+                               ).limit(EXAMPLES).collect()
+    if not examples:
+        return depends
+    described = []
+    for row in examples:
+        key = ", ".join(f"{k}={row[k]!r}" for k in names)
+        if row["unknown"]:
+            described.append(f"key ({key}) has rows written before versioned deletes (their version is unknown)")
+        else:
+            described.append(f"key ({key}): column(s) {row['columns']} fold versions {row['v0']}..{row['v']} "
+                             f"(compacted), and a delete at {row['d']} would have to remove only part of them")
+    raise LakeSpecError(field, "a delete cannot be applied exactly; nothing was committed: " + "; ".join(described)
+                        + ".", "Delete at a version above the highest version the key holds (it then removes all "
+                        "of it), or below the lowest; a table with rows written before versioned deletes needs "
+                        "its keys rewritten into a new table before they can be deleted.")
