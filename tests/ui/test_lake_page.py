@@ -64,6 +64,7 @@ def lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     plain.write(spark.createDataFrame([(k, f"p{k}") for k in range(50)], "k BIGINT, name STRING"))
     build_bucketed_from_a_partition_on(spark, root / "events")
     build_keyed(spark, root / "keyed", base / "landing")
+    build_evolved(spark, root / "evolved")
     planned = LakeTable.create(str(root / "planned"), {"schema": "k BIGINT, dt STRING", "partition_by": ["dt"]})
     for _ in range(2):
         planned.write(spark.createDataFrame([(k, "d1") for k in range(500)], "k BIGINT, dt STRING").repartition(3))
@@ -86,6 +87,19 @@ def build_bucketed_from_a_partition_on(spark: Any, path: Path) -> LakeTable:
     run(spark, "bucket_rewrite", {"table": table.url, "partitions": {"from": {"dt": "d2"}},
                                   "bucket": {"columns": ["k"], "count": 4}})
     table.write(spark.createDataFrame([(k, "d3") for k in range(200)], schema))
+    return table
+
+
+def build_evolved(spark: Any, path: Path) -> LakeTable:
+    """A table that lived: a column added and one renamed, a row deleted, then restored to before the delete."""
+    table = LakeTable.create(str(path), {"schema": "k BIGINT, name STRING"})
+    table.write(spark.createDataFrame([(k, f"e{k}") for k in range(30)], "k BIGINT, name STRING"))
+    table.alter_table([{"add": "score", "type": "double"}, {"rename": "name", "to": "label"}])
+    later = [(k, f"f{k}", k / 2) for k in range(30, 40)]
+    table.write(spark.createDataFrame(later, "k BIGINT, label STRING, score DOUBLE"))
+    before = table.commit_log.head()
+    table.delete(spark, filters=[("k", "=", 3)])
+    table.restore(to_seq=before)
     return table
 
 
@@ -134,7 +148,7 @@ def _store_a_metric_the_page_cannot_read(table: LakeTable) -> None:
 DAMAGES = {"broken_log": _cut_the_newest_log_entry,
            "broken_checkpoint": _damage_the_checkpoint_the_log_was_cleaned_up_to,
            "broken_metrics": _store_a_metric_the_page_cannot_read}
-READABLE = ["0/big", "0/dims/users", "0/events", "0/keyed", "0/plain", "0/planned", "0/sales"]
+READABLE = ["0/big", "0/dims/users", "0/events", "0/evolved", "0/keyed", "0/plain", "0/planned", "0/sales"]
 
 
 @pytest.fixture(scope="module")

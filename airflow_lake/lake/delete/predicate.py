@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.lake.errors import LakeError, LakeSpecError
 from airflow_lake.lake.format.data_files import DataFile
 from airflow_lake.lake.format.filters import Filter, may_match, parse_filters
+from airflow_lake.lake.spark.scan import filter_column
 from airflow_lake.lake.spark.schema import to_struct
 from airflow_lake.lake.spark.session_conf import session_conf
 from airflow_lake.lake.spec.table_spec import TableSpec
@@ -79,21 +80,6 @@ class DeletePredicate:
     def may_match(self, data_file: DataFile, spec: TableSpec) -> bool:
         """False only if the file's stats prove that no row matches (`filters` only; a `where` reads all)."""
         return may_match(data_file, self.filters, spec)
-
-
-def filter_column(flt: Filter) -> Column:
-    """One filter as a Spark column, with the semantics reads give it (`spark.scan`)."""
-    from pyspark.sql import functions as F
-
-    col = F.col(f"`{flt.column}`")
-    if flt.op == "=":
-        return col == F.lit(flt.value)
-    if flt.op == "in":
-        return col.isin(list(flt.value))
-    if flt.op == "between":
-        return col.between(F.lit(flt.value[0]), F.lit(flt.value[1]))
-    ops = {"<": col.__lt__, "<=": col.__le__, ">": col.__gt__, ">=": col.__ge__}
-    return ops[flt.op](F.lit(flt.value))  # type: ignore[no-any-return]
 
 
 def parse_predicate(filters: Iterable[Sequence[Any]] | None, where: str | None, spec: TableSpec) -> DeletePredicate:
@@ -234,4 +220,4 @@ def _first_line(err: Exception) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-__all__ = ["DeletePredicate", "analyzed_plan", "filter_column", "parse_predicate", "referenced_columns", "vet_where"]
+__all__ = ["DeletePredicate", "analyzed_plan", "parse_predicate", "referenced_columns", "vet_where"]

@@ -164,7 +164,7 @@ def decode(data: bytes, recover: Callable[[], StatsOf] | None = None) -> TableSt
     n_files, n_tombstones = int(meta["files"]), int(meta["tombstones"])
     if table.num_rows != n_files + n_tombstones or table.column("removed_seq").null_count != n_files:
         raise ValueError("the checkpoint's rows do not match its metadata")
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         path_list = table.column("path").to_pylist()
         partitions = _dictionary_values(table.column("partition"), json.loads)
         instants = _dictionary_values(table.column("instant"), str)
@@ -187,7 +187,7 @@ def decode(data: bytes, recover: Callable[[], StatsOf] | None = None) -> TableSt
 
 
 @contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
+def cyclic_gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while building many objects that form no cycles.
 
     Otherwise it runs every 700 allocations and walks the young objects each time: a third of the time to

@@ -11,11 +11,9 @@ checkpoint once.
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 
@@ -82,7 +80,7 @@ class SnapshotResolver:
         cached = self._latest
         if cached is not None and cached.seq == target:
             return cached  # callers treat it as read-only, so it needs no copy (100k files: a copy is not free)
-        with _cyclic_gc_paused():
+        with checkpoints.cyclic_gc_paused():
             state = cached.copy() if cached is not None and cached.seq < target else self._from_checkpoint(target)
             for entry in self.commit_log.entries(state.seq, target):
                 state.apply(entry)
@@ -155,7 +153,7 @@ class SnapshotResolver:
 
     def _stats_at(self, seq: int) -> dict[str, Mapping[str, ColumnStats]]:
         """The stats of the files live after `seq`, without checkpoint `seq` (whose stats are unreadable)."""
-        with _cyclic_gc_paused():
+        with checkpoints.cyclic_gc_paused():
             state = self._from_checkpoint(seq, exclude=seq)
             for entry in self.commit_log.entries(state.seq, seq):
                 state.apply(entry)
@@ -168,20 +166,6 @@ class SnapshotResolver:
         deleted = checkpoints.retain(self.storage, keep)
         if deleted:
             log.info("deleted %d checkpoint(s) beyond the newest %d: %s", len(deleted), keep, ", ".join(deleted))
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while folding: decoding a log entry builds thousands of small dicts,
-    lists and stats objects that form no cycles, and the collector would walk them every 700 allocations (more
-    than half the time to fold 50 entries of 1,000 files)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def snapshot_of(state: TableState, cleaned_before: int = 0) -> Snapshot:

@@ -65,11 +65,12 @@ class Scan:
     def apply_filters(self, df: DataFrame) -> DataFrame:
         """`df` with the scan's filters applied row by row."""
         if self.filters:
-            df = df.where(reduce(lambda a, b: a & b, (_predicate(f) for f in self.filters)))
+            df = df.where(reduce(lambda a, b: a & b, (filter_column(f) for f in self.filters)))
         return df
 
 
-def _predicate(flt: Filter) -> Column:
+def filter_column(flt: Filter) -> Column:
+    """One filter as a Spark column: what a read keeps (and a delete removes) row by row."""
     from pyspark.sql import functions as F
 
     col = F.col(f"`{flt.column}`")
