@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_lake.lake.commit import requests
 from airflow_lake.lake.commit.reads import TableRead
-from airflow_lake.lake.commit.transaction import begin
+from airflow_lake.lake.commit.transaction import Transaction, begin
 from airflow_lake.lake.delete.predicate import DeletePredicate, parse_predicate, vet_where
 from airflow_lake.lake.errors import LakeError, LakeSpecError
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
@@ -191,11 +191,8 @@ def delete(table: TableMetadata, spark: SparkSession, *, filters: Iterable[Seque
     txn = begin(table, "replace", OPERATION, request_id=request_id, base=base,
                 request_fingerprint=request_fingerprint)
     try:
-        added = rewrite_files(table, spark, snap, plan, txn.instant)
-        removed = [*plan.rewritten, *plan.dropped]
-        metrics = {**plan.metrics(), "count_pass": True, "delete_seconds": round(time.monotonic() - started, 3)}
-        entry = txn.commit(added=added, removed=[f.path for f in removed], table_reads=[plan.read],
-                           metrics=metrics, metadata={"predicate": predicate.describe()})
+        entry = _commit(txn, plan, predicate, rewrite_files(table, spark, snap, plan, txn.instant),
+                        count_pass=True, started=started)
     except BaseException:
         txn.abort()
         raise
@@ -273,15 +270,22 @@ def _delete_in_one_pass(table: TableMetadata, spark: SparkSession, snap: Snapsho
         for data_file in written:
             if _place(data_file) in unmatched:  # the rewrite of a file with no match: never made live
                 table.storage.delete(data_file.path)
-        added = [f for f in written if _place(f) not in unmatched]
-        removed = [*plan.rewritten, *plan.dropped]
-        metrics = {**plan.metrics(), "count_pass": False, "delete_seconds": round(time.monotonic() - started, 3)}
-        entry = txn.commit(added=added, removed=[f.path for f in removed], table_reads=[plan.read],
-                           metrics=metrics, metadata={"predicate": predicate.describe()})
+        entry = _commit(txn, plan, predicate, [f for f in written if _place(f) not in unmatched],
+                        count_pass=False, started=started)
     except BaseException:
         txn.abort()
         raise
     return DeleteResult(entry, plan)
+
+
+def _commit(txn: Transaction, plan: DeletePlan, predicate: DeletePredicate, added: list[DataFile], *,
+            count_pass: bool, started: float) -> LogEntry:
+    """The delete's replace commit: the rewrites in, the rewritten and dropped files out, checked against what
+    the delete read."""
+    removed = [*plan.rewritten, *plan.dropped]
+    metrics = {**plan.metrics(), "count_pass": count_pass, "delete_seconds": round(time.monotonic() - started, 3)}
+    return txn.commit(added=added, removed=[f.path for f in removed], table_reads=[plan.read], metrics=metrics,
+                      metadata={"predicate": predicate.describe()})
 
 
 def _count_matches(table: TableMetadata, spark: SparkSession, snap: Snapshot, predicate: DeletePredicate,
