@@ -11,9 +11,9 @@ partition values too.
 
 Before anything is written (`check_deletes`), the keys' rows are checked for what a delete cannot remove
 exactly: a base row whose commutative values (sum, max, min) fold versions on both sides of the delete, and
-rows written before versioned deletes (no row version). Such a delete is refused, naming the key, the column
-and the range; and the delete records the files it checked (`reads`), so a compaction that folds them
-meanwhile makes it fail with a retryable conflict.
+rows written before versioned deletes whose versions leave it open (`physical.with_row_stamps`). Such a delete
+is refused, naming the key, the column and the range; and the delete records the files it checked (`reads`),
+so a compaction that folds them meanwhile makes it fail with a retryable conflict.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.snapshots import snapshot_of
-from airflow_lake.lake.format.table_state import UPSERT_ACTION
+from airflow_lake.lake.format.table_state import UPSERT_ACTION, upsert_versions
 from airflow_lake.lake.spark.file_writer import write_dataframe
 from airflow_lake.lake.spark.schema import conform
 from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
@@ -40,18 +40,20 @@ from airflow_lake.lake.upsert.physical import (
     OLDEST,
     UNKNOWN_OLDEST,
     delta_rows,
+    folded_range,
     has_deletes,
     operator_of,
     physical_spec,
     value_columns,
+    with_row_stamps,
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from airflow_lake.lake.format.data_files import DataFile
-    from airflow_lake.lake.format.snapshots import Snapshot
     from airflow_lake.lake.format.table_metadata import TableMetadata
+    from airflow_lake.lake.format.table_state import TableState
 
 log = logging.getLogger(__name__)
 OPERATION = "delete"
@@ -117,8 +119,7 @@ def versioned_delete(table: TableMetadata, spark: SparkSession, keys: DataFrame,
     wanted = conform_keys(keys, spec)
     names = key_columns(spec)
     wanted = wanted.dropDuplicates(names)  # (a NULL key column is refused by the writer: keys are NOT NULL)
-    snapshot = snapshot_of(base)
-    reads = check_deletes(table, snapshot, spec, wanted.withColumn(DELETE_VERSION, F.lit(fixed).cast("bigint")),
+    reads = check_deletes(table, base, spec, wanted.withColumn(DELETE_VERSION, F.lit(fixed).cast("bigint")),
                           low=fixed, high=fixed, filters=filters, field="version")
     txn = begin(table, UPSERT_ACTION, OPERATION, request_id=request_id, base=base,
                 request_fingerprint=request_fingerprint, metadata={"columns": [], "deletes": True})
@@ -192,55 +193,83 @@ def needs_check(files: Iterable[DataFile], spec: TableSpec) -> bool:
         may_hold_unknown(f) for f in files)
 
 
-def check_deletes(table: TableMetadata, snapshot: Snapshot, spec: TableSpec, deletes: DataFrame, *, low: int,
+def check_deletes(table: TableMetadata, state: TableState, spec: TableSpec, deletes: DataFrame, *, low: int,
                   high: int, filters: Iterable[Sequence[Any]] | None = None, field: str = "version") -> list[str]:
     """Refuse deletes (`deletes`: key columns and `DELETE_VERSION`, versions in [low, high]) that cannot be
-    exact (module docstring), before anything is written; return the files the check depends on (a commit's
-    `reads`: a compaction that replaces them meanwhile is a conflict)."""
+    exact (module docstring) in the table as of `state`, before anything is written; return the files the
+    check depends on (a commit's `reads`: a compaction that replaces them meanwhile is a conflict)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from airflow_lake.lake.spark.bucketed_read import scan_df
 
+    snapshot = snapshot_of(state)
     unstamped = [c for c in value_columns(spec) if not operator_of(spec, c).stamped]
     scope = raw_scan(table, snapshot, filters=filters).files
     suspects = [f for f in scope if may_hold_unknown(f) or (unstamped and may_straddle(f, low, high))]
     depends = [f.path for f in scope if unstamped and may_fold_across(f, low, high)]
     if not suspects:
         return depends
+    upper = highest_version(table, state) if any(may_hold_unknown(f) for f in suspects) else None
     names = key_columns(spec)
     # with the files holding deletes: a row a key's earlier delete already removed does not matter any more
     chosen = {f.path for f in suspects} | {f.path for f in scope if has_deletes([f])}
-    rows = scan_df(deletes.sparkSession, raw_scan(table, snapshot, files=[f for f in scope if f.path in chosen]))
-    rows = rows.withColumn(CURRENT, F.max(F.col(DELETED)).over(Window.partitionBy(
-        *[F.col(f"`{k}`") for k in names])))
+    rows = with_row_stamps(scan_df(deletes.sparkSession, raw_scan(
+        table, snapshot, files=[f for f in scope if f.path in chosen])), spec)
+    current = F.max(F.col(DELETED)).over(Window.partitionBy(*[F.col(f"`{k}`") for k in names]))
+    rows = rows.withColumn(CURRENT, current)
     wanted = deletes.select(*[F.col(f"`{k}`").alias(f"__lake_delete_{i}") for i, k in enumerate(names)],
                             F.col(DELETE_VERSION))
     on = [F.col(f"`{k}`").eqNullSafe(F.col(f"__lake_delete_{i}")) for i, k in enumerate(names)]  # NULL partitions
     joined = rows.join(wanted, on=on, how="inner")
-    version = F.col(DELETE_VERSION)
-    unknown = F.col(NEWEST).isNull() & F.col(DELETED).isNull() & (F.col(OLDEST).isNull() | (F.col(OLDEST) ==
-                                                                                          UNKNOWN_OLDEST))
-    folded = [F.when(F.col(f"`{c}`").isNotNull(), F.lit(c)) for c in unstamped]
-    alive = F.col(CURRENT).isNull() | (F.col(OLDEST) > F.col(CURRENT))
-    split = alive & (F.col(OLDEST) <= version) & (F.col(NEWEST) > version)
-    problems = joined.where(unknown | (split & F.greatest(*[F.col(f"`{c}`").isNotNull() for c in unstamped],
-                                                         F.lit(False)) if unstamped else unknown))
-    examples = problems.select(*[F.col(f"`{k}`") for k in names], version.alias("d"), F.col(OLDEST).alias("v0"),
-                               F.col(NEWEST).alias("v"), unknown.alias("unknown"),
-                               F.concat_ws(", ", *folded, F.lit(None).cast("string")).alias("columns")
+    version, newest, earlier = F.col(DELETE_VERSION), F.col(NEWEST), F.col(CURRENT)
+    # a row of unknown version whose data an earlier delete left: a delete between its bounds cannot tell
+    holds_data = earlier.isNull() | (newest > earlier)
+    unsure = F.lit(False) if upper is None else (F.col(OLDEST) == UNKNOWN_OLDEST) & F.coalesce(
+        holds_data, F.lit(False)) & (newest.isNull() | (version >= newest)) & (version < F.lit(upper))
+    split: list[Column] = []
+    for column in unstamped:
+        first, last = folded_range(column)
+        alive = earlier.isNull() | (first > earlier)
+        split.append(F.when(F.col(f"`{column}`").isNotNull() & alive & (first <= version) & (last > version),
+                            F.lit(column)))
+    splitting = F.concat_ws(", ", *split, F.lit(None).cast("string"))
+    problems = joined.where(unsure | (splitting != ""))
+    examples = problems.select(*[F.col(f"`{k}`") for k in names], version.alias("d"), newest.alias("v"),
+                               unsure.alias("unsure"), splitting.alias("columns"),
+                               *[F.struct(*folded_range(c)).alias(f"range_{i}") for i, c in enumerate(unstamped)]
                                ).limit(EXAMPLES).collect()
     if not examples:
         return depends
     described = []
     for row in examples:
         key = ", ".join(f"{k}={row[k]!r}" for k in names)
-        if row["unknown"]:
-            described.append(f"key ({key}) has rows written before versioned deletes (their version is unknown)")
-        else:
-            described.append(f"key ({key}): column(s) {row['columns']} fold versions {row['v0']}..{row['v']} "
-                             f"(compacted), and a delete at {row['d']} would have to remove only part of them")
+        if row["unsure"]:
+            lower = "unknown" if row["v"] is None else f"at least {row['v']}"
+            described.append(f"key ({key}) has rows written before versioned deletes: their newest version is "
+                             f"{lower} and below {upper} (the highest version the table applied), so a delete "
+                             f"at {row['d']} cannot tell what it removes")
+            continue
+        for i, column in enumerate(unstamped):
+            if column not in row["columns"].split(", "):
+                continue
+            first, last = row[f"range_{i}"]
+            folded = f"versions up to {last} written before versioned deletes" if first == UNKNOWN_OLDEST \
+                else f"versions {first}..{last}"
+            described.append(f"key ({key}): column {column} folds {folded} (compacted), and a delete at "
+                             f"{row['d']} would have to remove only part of them")
     raise LakeSpecError(field, "a delete cannot be applied exactly; nothing was committed: " + "; ".join(described)
                         + ".", "Delete at a version above the highest version the key holds (it then removes all "
-                        "of it), or below the lowest; a table with rows written before versioned deletes needs "
-                        "its keys rewritten into a new table before they can be deleted.")
+                        "of it), or below the lowest"
+                        + ("" if upper is None else f"; for a key with rows written before versioned deletes, at "
+                           f"{upper} or above (the highest version the table applied) removes all of it") + ".")
+
+
+def highest_version(table: TableMetadata, state: TableState) -> int | None:
+    """The highest version an upsert or delete of the table applied (as of `state`): an upper bound of the
+    versions in rows written before versioned deletes."""
+    index = state.versions
+    if index is not None:
+        return max(index, default=None)
+    found = [v for entry in table.commit_log.entries(-1, state.seq) for v in upsert_versions(entry)]
+    return max(found, default=None)

@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.format.filters import may_match, parse_filters
 from airflow_lake.lake.spark.scan import Scan
-from airflow_lake.lake.upsert.physical import DELETED, EXISTS, WATERMARK, has_deletes, merge_aggregates, physical_spec
+from airflow_lake.lake.upsert.physical import (
+    DELETED,
+    EXISTS,
+    WATERMARK,
+    has_deletes,
+    merge_aggregates,
+    physical_spec,
+    with_row_stamps,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,7 +62,7 @@ def merged(spark: SparkSession, scan: Scan, spec: TableSpec, *, keep_stamps: boo
 
     keys = [F.col(f"`{k}`") for k in
             [*spec.partition_columns, *[k for k in spec.primary_key if k not in spec.partition_columns]]]
-    df = scan_df(spark, scan)
+    df = with_row_stamps(scan_df(spark, scan), spec)
     if not has_deletes(scan.files):
         return df.groupBy(*keys).agg(*merge_aggregates(spec, keep_stamps=keep_stamps))
     df = df.withColumn(WATERMARK, F.max(F.col(DELETED)).over(Window.partitionBy(*keys)))

@@ -8,7 +8,8 @@ table's columns and, per column merged by a last-wins operator (`merge_ops`):
   update, or a key that never had it);
 - `__lake_q__<c>` (operators that rank values, `last_non_null`): whether the value qualifies;
 
-and per row:
+per column merged by a commutative operator (`sum`, `max`, `min`): `__lake_v0__<c>` / `__lake_v__<c>`, the
+oldest / newest version whose (non-NULL) value is folded into it; and per row:
 
 - `__lake_seq`: the row's order within its upsert (0 in base files, whose versions are all distinct);
 - `__lake_v` / `__lake_v0`: the newest / oldest version whose data the row holds (a delta row: both its
@@ -32,13 +33,20 @@ Compaction writes per key the watermark D (`__lake_d`) and only what is newer; a
 becomes a tombstone (the key, its partition, D; every value and stamp NULL). Tombstones are never dropped:
 any later upsert may carry a version <= D (a backfill), and only the tombstone keeps it deleted.
 
-Rule 2 is exact for delta rows (one version each). A base row folds commutative values over [v0, v]; a
-delete at d with v0 <= d < v would have to split that fold, which nothing can: such a delete (a delete
-operation, or delete markers in an upsert) is refused before it commits (`deletes.check_deletes`, naming key,
-column and range), a compaction racing a delete conflicts (it reads the delete rows of its partitions), and a
-merge that meets such a row anyway fails rather than return a wrong sum. Rows written before versioned
-deletes have no `__lake_v`: their version is unknown; a delete of such a key is refused the same way, and
-compaction keeps them unknown (`__lake_v` NULL, `__lake_v0` = MIN_VERSION, so stats show it).
+Rule 2 is exact for delta rows (one version each). A base row folds a commutative column's values over the
+versions that set it, [v0, v], kept per column (`__lake_v0__<c>`, `__lake_v__<c>`; files written before that
+have only the row's range, which holds it); a delete at d with v0 <= d < v would have to split that fold, which
+nothing can: such a delete (a delete operation, or delete markers in an upsert) is refused before it commits
+(`deletes.check_deletes`, naming key, column and range), a compaction racing a delete conflicts (it reads the
+delete rows of its partitions), and a merge that meets such a row anyway fails rather than return a wrong sum.
+
+Rows written before versioned deletes have no `__lake_v` (nor `__lake_d`). Reads derive it (`with_row_stamps`):
+a delta row (`__lake_seq` != 0) has one version, which its last-wins stamps give exactly; for any other such row
+(a base row, or a row of only commutative values) the highest stamp is a lower bound of its newest version, and
+the highest version the table ever applied an upper one: `__lake_v0` = UNKNOWN_OLDEST marks the row uncertain,
+and compaction keeps it so. A delete of such a key is exact below the lower bound (for last-wins values: the
+key stays, its stamps decide per column) and at or above the upper bound (everything goes); in between it is
+refused, as is one that would split the row's commutative values (their range is unknown).
 """
 
 from __future__ import annotations
@@ -74,6 +82,11 @@ def qualified_of(column: str) -> str:
     return f"__lake_q__{column}"
 
 
+def oldest_of(column: str) -> str:
+    """The oldest version folded into a commutative column's value (`version_of`: the newest)."""
+    return f"__lake_v0__{column}"
+
+
 def value_columns(spec: TableSpec) -> list[str]:
     """The columns merged: neither key nor partition columns (a key is unique within a partition)."""
     return [c for c in spec.column_names if c not in spec.primary_key and c not in spec.partition_columns]
@@ -90,11 +103,13 @@ def physical_spec(spec: TableSpec) -> TableSpec:
                spec.partition_columns else c for c in spec.columns]
     for name in value_columns(spec):
         op = operator_of(spec, name)
-        if op.stamped:  # stamps are named in the files after the column's physical name: they follow a rename
-            physical = spec.physical_of(name)
-            columns.append(SpecColumn(version_of(name), "bigint", physical=version_of(physical)))
-            if op.qualified:
-                columns.append(SpecColumn(qualified_of(name), "boolean", physical=qualified_of(physical)))
+        # stamps are named in the files after the column's physical name: they follow a rename
+        physical = spec.physical_of(name)
+        columns.append(SpecColumn(version_of(name), "bigint", physical=version_of(physical)))
+        if op.qualified:
+            columns.append(SpecColumn(qualified_of(name), "boolean", physical=qualified_of(physical)))
+        if not op.stamped:
+            columns.append(SpecColumn(oldest_of(name), "bigint", physical=oldest_of(physical)))
     columns.append(SpecColumn(SEQ, "bigint"))
     columns += [SpecColumn(name, "bigint") for name in ROW_STAMPS]
     return TableSpec(columns=tuple(columns), partition_columns=spec.partition_columns, bucket=spec.bucket,
@@ -122,7 +137,10 @@ def delta_rows(df: DataFrame, spec: TableSpec, present: Collection[str], version
         if keyed:
             continue
         op = operator_of(spec, name)
-        if not op.stamped:
+        if not op.stamped:  # the range of versions folded into the value: only a value counts (sum skips NULL)
+            folded = F.when(value.isNotNull(), version) if given else F.lit(None).cast("bigint")
+            stamps += [unless_deleted(folded, "bigint").alias(version_of(name)),
+                       unless_deleted(folded, "bigint").alias(oldest_of(name))]
             continue
         stamps.append(unless_deleted(version if given else F.lit(None).cast("bigint"), "bigint")
                       .alias(version_of(name)))
@@ -146,11 +164,36 @@ def has_deletes(files: Iterable[DataFile]) -> bool:
     return False
 
 
+def with_row_stamps(df: DataFrame, spec: TableSpec) -> DataFrame:
+    """Scanned rows with the row stamps of rows written before versioned deletes derived (module docstring):
+    `__lake_v` from their last-wins stamps; `__lake_v0` the same for a delta row, else UNKNOWN_OLDEST."""
+    from pyspark.sql import functions as F
+
+    stamps = [F.col(version_of(c)) for c in value_columns(spec) if operator_of(spec, c).stamped]
+    derived = F.greatest(*stamps) if len(stamps) > 1 else stamps[0] if stamps else F.lit(None).cast("bigint")
+    legacy = F.col(NEWEST).isNull() & F.col(DELETED).isNull()
+    exact = (F.col(SEQ) != 0) & derived.isNotNull()
+    return df.withColumns({
+        NEWEST: F.when(legacy, derived).otherwise(F.col(NEWEST)),
+        OLDEST: F.when(legacy & exact, derived).when(legacy, F.lit(UNKNOWN_OLDEST)).otherwise(F.col(OLDEST)),
+    })
+
+
+def folded_range(column: str) -> tuple[Column, Column]:
+    """The oldest and newest version folded into a commutative column's value in a row: its own range, or the
+    row's in files written before ranges were kept per column (it holds the column's)."""
+    from pyspark.sql import functions as F
+
+    return (F.coalesce(F.col(oldest_of(column)), F.col(OLDEST)),
+            F.coalesce(F.col(version_of(column)), F.col(NEWEST)))
+
+
 def merge_aggregates(spec: TableSpec, *, keep_stamps: bool, deletes: bool = False) -> list[Column]:
-    """The aggregates that merge a key's rows (group by the partition and key columns): the table's value
-    columns, and with `keep_stamps` the stamps of the result (for base files). With `deletes`, each row
-    carries its key's watermark in `WATERMARK` (a window over the same grouping), and the rules of the
-    module docstring apply; `DELETED` is then the key's watermark and `exists` whether the key exists."""
+    """The aggregates that merge a key's rows (group by the partition and key columns; rows through
+    `with_row_stamps`): the table's value columns, and with `keep_stamps` the stamps of the result (for base
+    files). With `deletes`, each row carries its key's watermark in `WATERMARK` (a window over the same
+    grouping), and the rules of the module docstring apply; `DELETED` is then the key's watermark and `exists`
+    whether the key exists."""
     from pyspark.sql import functions as F
 
     watermark = F.col(WATERMARK) if deletes else None
@@ -160,16 +203,21 @@ def merge_aggregates(spec: TableSpec, *, keep_stamps: bool, deletes: bool = Fals
         return version.isNotNull() if watermark is None else version.isNotNull() & (
             watermark.isNull() | (version > watermark))
 
-    folded_alive = F.lit(True) if watermark is None else watermark.isNull() | (oldest > watermark)
-    unstamped_set: list[Column] = []
+    splits: list[Column] = []
     out: list[Column] = []
     for name in value_columns(spec):
         op = operator_of(spec, name)
         value = F.col(f"`{name}`")
         if not op.stamped:
-            unstamped_set.append(value.isNotNull())
-            kept = value if watermark is None else F.when(folded_alive, value)
-            out.append(op.aggregate(kept).cast(spec.column(name).type).alias(name))
+            low, high = folded_range(name)
+            alive = value.isNotNull() if watermark is None else value.isNotNull() & (
+                watermark.isNull() | (low > watermark))
+            out.append(op.aggregate(F.when(alive, value)).cast(spec.column(name).type).alias(name))
+            if keep_stamps:
+                out += [F.max(F.when(alive, high)).alias(version_of(name)),
+                        F.min(F.when(alive, low)).alias(oldest_of(name))]
+            if watermark is not None:  # a fold across the watermark cannot be split (module docstring)
+                splits.append(value.isNotNull() & (low <= watermark) & (high > watermark))
             continue
         fields = [F.col(qualified_of(name)).alias("q")] if op.qualified else []
         fields += [F.col(version_of(name)).alias("v"), F.col(SEQ).alias("s")]
@@ -180,24 +228,23 @@ def merge_aggregates(spec: TableSpec, *, keep_stamps: bool, deletes: bool = Fals
             out.append(best["v"].alias(version_of(name)))
             if op.qualified:
                 out.append(best["q"].alias(qualified_of(name)))
-    unknown = newest.isNull() & deleted.isNull()  # a row written before versioned deletes
-    any_unknown = F.max(unknown.cast("int")) == 1
+    # a row of unknown version that still holds data keeps the base row uncertain (module docstring)
+    unversioned_alive = newest.isNull() & deleted.isNull() & (F.lit(True) if watermark is None else
+                                                              watermark.isNull())
+    uncertain = F.max(((oldest == UNKNOWN_OLDEST) & (newer(newest) | unversioned_alive)).cast("int")) == 1
     watermark_out = F.max(deleted)
     if watermark is not None:
-        # a row folded over [v0, v] with v0 <= D < v cannot be split (module docstring): fail, never guess
-        split = oldest.isNotNull() & (oldest <= watermark) & (newest > watermark)
-        split = split & F.greatest(*unstamped_set, F.lit(False)) if unstamped_set else F.lit(False)
-        bad = F.max((watermark.isNotNull() & (unknown | split)).cast("int")) == 1
+        split = F.greatest(*splits, F.lit(False)) if splits else F.lit(False)
+        bad = F.max((watermark.isNotNull() & split).cast("int")) == 1
         failure = F.raise_error(F.lit(
             "a key's rows cannot be merged exactly with its delete watermark (a compacted sum/max/min straddles "
-            "it, or rows written before versioned deletes): the delete should have been refused. Report this."))
+            "it): the delete should have been refused. Report this."))
         watermark_out = F.when(bad, failure.cast("bigint")).otherwise(watermark_out)
     if keep_stamps or deletes:
         out.append(watermark_out.alias(DELETED))
     if keep_stamps:
-        out.append(F.when(any_unknown, F.lit(None).cast("bigint")).otherwise(F.max(F.when(newer(newest), newest)))
-                   .alias(NEWEST))
-        out.append(F.when(any_unknown, F.lit(UNKNOWN_OLDEST).cast("bigint"))
+        out.append(F.max(F.when(newer(newest), newest)).alias(NEWEST))
+        out.append(F.when(uncertain, F.lit(UNKNOWN_OLDEST).cast("bigint"))
                    .otherwise(F.min(F.when(newer(newest), oldest))).alias(OLDEST))
     if deletes:
         exists = F.max(deleted).isNull() | F.max(F.when(newer(newest), 1)).isNotNull()

@@ -203,11 +203,9 @@ def _check_markers(table: TableMetadata, base: TableState, spec: TableSpec, conf
     written; the files that check depends on."""
     from pyspark.sql import functions as F
 
-    from airflow_lake.lake.format.snapshots import snapshot_of
     from airflow_lake.lake.upsert import deletes
 
-    snapshot = snapshot_of(base)
-    if not deletes.needs_check(snapshot.files, spec):
+    if not deletes.needs_check(base.files.values(), spec):
         return []
     marked = conformed.where(F.col(MARK)).select(*[F.col(f"`{k}`") for k in deletes.key_columns(spec)],
                                                  version.alias(deletes.DELETE_VERSION))
@@ -215,7 +213,7 @@ def _check_markers(table: TableMetadata, base: TableState, spec: TableSpec, conf
                         ).collect()[0]
     if bounds["low"] is None:
         return []
-    return deletes.check_deletes(table, snapshot, spec, marked, low=int(bounds["low"]), high=int(bounds["high"]),
+    return deletes.check_deletes(table, base, spec, marked, low=int(bounds["low"]), high=int(bounds["high"]),
                                  field="delete_column")
 
 

@@ -85,22 +85,22 @@ def events_for(seed: int) -> list[tuple[str, int, pd.DataFrame]]:
 
 
 class Folds:
-    """What compactions folded, tracked from the test's side: per key, the versions folded into its base row and
-    whether a commutative (sum / max) value is among them. A delete at d is exact unless some key's live fold
-    holds a commutative value and spans d (v0 <= d < v): exactly then it must be refused."""
+    """What compactions folded, tracked from the test's side: per key and commutative (sum / max) column, the
+    versions whose values are folded into its base row. A delete at d is exact unless some key's live fold of a
+    column spans d (v0 <= d < v): exactly then it must be refused."""
 
     def __init__(self, commutative: list[str]) -> None:
         self.commutative = commutative
         self.watermark: dict[int, int] = {}
-        self.fold: dict[int, tuple[int, int, bool]] = {}
-        self.pending: list[tuple[int, int, bool]] = []  # (key, version, sets a commutative value) since a compaction
+        self.fold: dict[tuple[int, str], tuple[int, int]] = {}
+        self.pending: list[tuple[int, int, list[str]]] = []  # (key, version, columns it sets) since a compaction
 
     def upserted(self, version: int, pdf: pd.DataFrame) -> None:
         for row in pdf.to_dict("records"):
             if row.get("_delete") is True:
                 self.watermark[row["k"]] = max(self.watermark.get(row["k"], version), version)
             else:
-                sets = any(c in row and row[c] is not None and not pd.isna(row[c]) for c in self.commutative)
+                sets = [c for c in self.commutative if c in row and row[c] is not None and not pd.isna(row[c])]
                 self.pending.append((row["k"], version, sets))
 
     def deleted(self, version: int, keys: list[int]) -> None:
@@ -108,24 +108,22 @@ class Folds:
             self.watermark[k] = max(self.watermark.get(k, version), version)
 
     def compacted(self) -> None:
-        rows: dict[int, list[tuple[int, int, bool]]] = {}
-        for k, (v0, v, sets) in self.fold.items():
-            rows.setdefault(k, []).append((v0, v, sets))
+        parts: dict[tuple[int, str], list[tuple[int, int]]] = {}
+        for key, fold in self.fold.items():
+            parts.setdefault(key, []).append(fold)
         for k, version, sets in self.pending:
-            rows.setdefault(k, []).append((version, version, sets))
+            for column in sets:
+                parts.setdefault((k, column), []).append((version, version))
         self.fold = {}
-        for k, parts in rows.items():
-            alive = [p for p in parts if p[1] > self.watermark.get(k, p[1] - 1)]
+        for (k, column), folds in parts.items():
+            alive = [p for p in folds if p[0] > self.watermark.get(k, p[0] - 1)]
             if alive:
-                self.fold[k] = (min(p[0] for p in alive), max(p[1] for p in alive), any(p[2] for p in alive))
+                self.fold[(k, column)] = (min(p[0] for p in alive), max(p[1] for p in alive))
         self.pending = []
 
     def must_refuse(self, version: int, keys: list[int]) -> bool:
-        for k in keys:
-            v0, v, sets = self.fold.get(k, (0, 0, False))
-            if sets and v0 > self.watermark.get(k, v0 - 1) and v0 <= version < v:
-                return True
-        return False
+        return any(v0 <= version < v and v0 > self.watermark.get(k, v0 - 1)
+                   for (k, _), (v0, v) in self.fold.items() if k in keys)
 
 
 @pytest.mark.parametrize(("operators", "seed"), [(STAMPED, 1), (STAMPED, 2), (FOLDED, 3), (FOLDED, 4),
@@ -209,12 +207,12 @@ def test_a_delete_across_a_compacted_sum_is_refused_and_exact_otherwise(spark: A
     compact(table, spark)
     assert table.read(spark).toPandas().set_index("k")["n"].to_dict() == {1: 11, 2: 10}
     head = table.commit_log.head()
-    with pytest.raises(LakeSpecError, match=r"key \(k=1\): column\(s\) n fold versions 3\.\.7") as err:
+    with pytest.raises(LakeSpecError, match=r"key \(k=1\): column n folds versions 3\.\.7") as err:
         delete_keys(spark, table, [1], 6)
     assert err.value.field == "version" and "Delete at a version above the highest" in err.value.fix
     assert all(e.action == "rollback" for e in table.commit_log.entries(head)) or table.commit_log.head() == head
     marked = frame([{"k": 1, "n": 0, "_delete": True}])
-    with pytest.raises(LakeSpecError, match=r"fold versions 3\.\.7") as err:
+    with pytest.raises(LakeSpecError, match=r"folds versions 3\.\.7") as err:
         versioned_upsert(table, spark_df(spark, marked), version=4)
     assert err.value.field == "delete_column"
     delete_keys(spark, table, [1], 8)  # above the fold: removes all of it
@@ -222,6 +220,33 @@ def test_a_delete_across_a_compacted_sum_is_refused_and_exact_otherwise(spark: A
     assert sorted(table.read(spark).toPandas()["k"]) == [2]
     versioned_upsert(table, spark_df(spark, frame([{"k": 1, "n": 100}])), version=9)
     assert table.read(spark).toPandas().set_index("k")["n"].to_dict() == {1: 100, 2: 10}
+
+
+def test_a_delete_is_judged_by_each_columns_fold_not_the_rows(spark: Any, tmp_path: Path) -> None:
+    """A base row folds versions 3..9, but its sum only 3..4 and its max only 8..9: a delete at 5 or 6 removes all of
+    the sum and none of the max, exactly (it was refused while only the row's range was kept)."""
+    table = make_table(tmp_path / "t", FOLDED)
+    events = [(3, frame([{"k": 1, "a": "a3", "n": 1}, {"k": 2, "a": "a3", "n": 1}])),
+              (4, frame([{"k": 1, "n": 10}, {"k": 2, "n": 10}])),
+              (8, frame([{"k": 1, "hi": 80}, {"k": 2, "hi": 80}])),
+              (9, frame([{"k": 1, "a": "a9", "hi": 90}, {"k": 2, "a": "a9", "hi": 9}]))]
+    for version, pdf in events:
+        versioned_upsert(table, spark_df(spark, pdf), version=version)
+    compact(table, spark)
+    raw = raw_rows(table).set_index("k")
+    assert (raw.loc[1, "__lake_v0"], raw.loc[1, "__lake_v"]) == (3, 9)  # the row's range spans the deletes below
+    assert (raw.loc[1, "__lake_v0__n"], raw.loc[1, "__lake_v__n"], raw.loc[1, "__lake_v0__hi"]) == (3, 4, 8)
+    delete_keys(spark, table, [1], 5)
+    marked = frame([{"k": 2, "_delete": True}])
+    versioned_upsert(table, spark_df(spark, marked), version=6)
+    applied = [*events, (5, frame([{"k": 1, "_delete": True}])), (6, marked)]
+    check(spark, table, merge_with_deletes(applied, "k", COLUMNS, operators=FOLDED, null_values={"tag": ["null"]}))
+    got = table.read(spark).toPandas().set_index("k")
+    assert pd.isna(got.loc[1, "n"]) and got.loc[1, "hi"] == 90 and got.loc[2, "hi"] == 80  # max over 8..9 kept
+    with pytest.raises(LakeSpecError, match=r"column hi folds versions 8\.\.9"):
+        delete_keys(spark, table, [2], 8)
+    compact(table, spark)
+    check(spark, table, merge_with_deletes(applied, "k", COLUMNS, operators=FOLDED, null_values={"tag": ["null"]}))
 
 
 def test_delete_markers_in_upsert_sources(spark: Any, tmp_path: Path) -> None:
@@ -331,7 +356,7 @@ def test_a_delete_racing_an_upsert_and_a_compaction(spark: Any, tmp_path: Path, 
             pytest.raises(LakeCommitConflict, match="replaced"):
         delete_keys(spark, table2, [1], 5)
     assert ran[0].entry is not None  # the compaction did fold (4 files into 2)
-    with pytest.raises(LakeSpecError, match=r"fold versions 3\.\.7"):  # its retry sees the fold and refuses
+    with pytest.raises(LakeSpecError, match=r"folds versions 3\.\.7"):  # its retry sees the fold and refuses
         delete_keys(spark, table2, [1], 5)
     # and the other way round: a delete at 5 lands while a compaction folds 3 and 7: the compaction conflicts
     table3 = make_table(tmp_path / "t3", FOLDED)
