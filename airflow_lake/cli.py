@@ -1,27 +1,31 @@
 """`airflow-lake`: look at lake tables from a shell — their timeline, live files and spec — and tidy them.
 
+    airflow-lake ls /lake [--json]                 (every table under a root: kind, rows, files, last commit, health)
     airflow-lake timeline /lake/sales [--limit N] [--json]
     airflow-lake files /lake/sales [--as-of X] [--json]
     airflow-lake show /lake/sales [--as-of X] [--json]
     airflow-lake remove-orphan-files /lake/sales [--dry-run] [--older-than-hours H] [--json]
     airflow-lake plans /lake/sales [--json]
     airflow-lake rollback-pending /lake/sales [INSTANT ...] [--json]
+    airflow-lake clean /lake/sales [--retain-hours H] [--force] [--json]
     airflow-lake restore /lake/sales --to SEQ|INSTANT|TIMESTAMP [--dry-run] [--json]
     airflow-lake alter /lake/sales [--add "c2 BIGINT AFTER c1"] [--widen "c BIGINT"] [--drop c] [--rename a=b]
                                    [--set k=v] [--unset k] [--json]   (in the order given; one commit, no data file)
     airflow-lake delete /lake/sales --where PREDICATE | --filter COLUMN OP VALUE ... [--dry-run] [--json]
                                    (the one command that starts Spark: rows are rewritten; cli_delete.py)
     airflow-lake delete /lake/users --keys '[{"user_id": 42}]' --version N   (primary-key tables)
-    airflow-lake connect-server [--port 15002] [--master local[2]]   (a Spark Connect server for lake tasks)
+    airflow-lake connect-server [--port 15002] [--master local[2]] [--json]   (a Spark Connect server for lake tasks)
 
-It works on metadata (the commit log, checkpoints and pending instants), so it needs neither Spark
-nor Airflow. Only `remove-orphan-files`, `rollback-pending` and `restore` change anything: the first deletes
-files no log entry holds (younger than the table's clean.retain.hours only with --force), the second rolls back
-the named pending instants (a clustering plan too; never a live writer) or, without ids, every pending instant
-whose writer died, the third commits a snapshot equal to an earlier one (`--to`: 17 digits are an instant
-id, other digits a log sequence number, anything else a time, ISO-8601 or UNIX seconds with a decimal point).
-The old names `vacuum` and `rollback` still work and say so on stderr (docs/api.md, "Names"). Errors print
-`airflow-lake: <message>` on stderr and exit with code 2.
+It works on metadata (the commit log, checkpoints and pending instants), so it needs neither Spark nor Airflow.
+Only `remove-orphan-files`, `rollback-pending`, `restore`, `clean`, `alter` and `delete` change anything: the first
+deletes files no log entry holds (younger than the table's clean.retain.hours only with --force), the second rolls
+back the named pending instants (a clustering plan too; never a live writer) or, without ids, every pending instant
+whose writer died, the third commits a snapshot equal to an earlier one (`--to`: 17 digits are an instant id, other
+digits a log sequence number, anything else a time, ISO-8601 or UNIX seconds with a decimal point). `clean` deletes
+the files the log removed that no snapshot within the retention needs (`LakeTable.clean`). The old names `vacuum`
+and `rollback` still work and say so on stderr (docs/api.md, "Names"). Errors print `airflow-lake: <message>` on
+stderr and exit with code 2. With `--json` (every command takes it) stdout holds one JSON document and nothing
+else: the command's result, or on an error `{"error": <message>, "exit_code": 2}`.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from airflow_lake import cli_format as fmt
 from airflow_lake import connect_server
@@ -41,7 +46,7 @@ from airflow_lake.lake.format.instants import is_instant_id
 from airflow_lake.lake.maintenance import restore as restore_module
 from airflow_lake.lake.maintenance.orphans import remove_orphan_files
 from airflow_lake.lake.table import LakeTable
-from airflow_lake.reports import Data, files_data, plans_data, show_data, timeline_data
+from airflow_lake.reports import Data, files_data, ls_data, plans_data, show_data, timeline_data
 
 PROG = "airflow-lake"
 EXIT_OK, EXIT_ERROR = 0, 2
@@ -78,12 +83,28 @@ def _hours(text: str) -> float:
     return value
 
 
+class UsageError(Exception):
+    """Arguments argparse refused (its usage is already on stderr)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser (its subcommands' too: they take the parent's class) whose errors `main` reports, so
+    that with --json they come as a JSON document too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        raise UsageError(f"{self.prog}: error: {message}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `airflow-lake`."""
-    parser = argparse.ArgumentParser(prog=PROG, description="Inspect airflow-lake tables (metadata only), "
-                                                             "remove orphan files, roll back pending instants, "
-                                                             "restore an earlier snapshot.")
+    parser: argparse.ArgumentParser = _Parser(
+        prog=PROG, description="Inspect airflow-lake tables (metadata only), list the tables under a root, remove "
+        "orphan files, roll back pending instants, clean, restore an earlier snapshot, alter, delete.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    listing = commands.add_parser("ls", help="every lake table under a root: kind, rows, files, size, last commit, "
+                                  "health")
+    listing.add_argument("root", help="a directory holding lake tables (searched 4 levels deep)")
     timeline = commands.add_parser("timeline", help="instants of a table, oldest first")
     timeline.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT,
                           help=f"show the last N log entries (default {DEFAULT_LIMIT}; 0 = all); "
@@ -102,7 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--force", action="store_true",
                          help="allow --older-than-hours below the table's clean.retain.hours (a running writer's "
                               "files may be deleted)")
-    plans = commands.add_parser("plans", help="pending clustering plans and commits since the last clustering")
+    plans = commands.add_parser("plans", help="pending clustering plans (their partitions and groups) and commits "
+                                "since the last clustering")
+    clean = commands.add_parser("clean", help="delete files the log removed that no snapshot within the retention "
+                                "needs")
+    clean.add_argument("--retain-hours", dest="retain_hours", type=_hours, default=None,
+                       help="keep what snapshots of the last H hours read (default: the table property "
+                            "clean.retain.hours)")
+    clean.add_argument("--force", action="store_true",
+                       help="allow --retain-hours below the table's clean.retain.hours")
     rollback = _with_old_name(commands, "rollback-pending", help="roll back the named pending instants (a "
                               "clustering plan too), or without ids every one whose writer died")
     restore = commands.add_parser("restore", help="commit a snapshot equal to an earlier one (undo commits; "
@@ -117,15 +146,19 @@ def build_parser() -> argparse.ArgumentParser:
                                 "the order given, one commit; no data file is rewritten)")
     for flag, metavar, text in _ALTER_FLAGS:
         alter.add_argument(f"--{flag}", dest="changes", action=_AlterChange, metavar=metavar, help=text)
-    for sub in (timeline, files, show, *removal, plans, *rollback, restore, alter):
+    for sub in (timeline, files, show, *removal, plans, clean, *rollback, restore, alter):
         sub.add_argument("path", help="table path or URL")
-        sub.add_argument("--json", action="store_true", help="print JSON instead of a text table")
+    for sub in (listing, timeline, files, show, *removal, plans, clean, *rollback, restore, alter):
+        sub.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     for sub in rollback:
         sub.add_argument("instants", nargs="*", metavar="INSTANT",
                          help="pending instant ids (17 digits) as `timeline` and `plans` show them")
     add_delete_parser(commands)  # (needs Spark: cli_delete.py)
-    connect_server.add_arguments(commands.add_parser(
-        "connect-server", help="run a Spark Connect server (from the pip package) for lake tasks"))
+    server = commands.add_parser("connect-server", help="run a Spark Connect server (from the pip package) for "
+                                 "lake tasks")
+    connect_server.add_arguments(server)
+    server.add_argument("--json", action="store_true", help="print the server's address as one JSON document; "
+                        "the server's own output then goes to stderr")
     return parser
 
 
@@ -147,6 +180,24 @@ def _rollback_data(table: LakeTable, args: argparse.Namespace) -> Data:
     return {"table": table.url, "requested": ids, "rolled_back": list(entry.rolled_back) if entry else [],
             "instant": entry.instant if entry else None, "seq": entry.seq if entry else None,
             "reason": entry.metadata.get("reason") if entry else None}
+
+
+def _clean_data(table: LakeTable, args: argparse.Namespace) -> Data:
+    entry = table.clean(args.retain_hours, force=args.force)
+    return {"table": table.url, "committed": entry is not None, "instant": entry.instant if entry else None,
+            "seq": entry.seq if entry else None,
+            "deleted": list(entry.metadata.get("deleted", ())) if entry else [],
+            "files_deleted": int(entry.metrics.get("files_deleted", 0)) if entry else 0,
+            "bytes_freed": int(entry.metrics.get("bytes_freed", 0)) if entry else 0,
+            "retain_hours": args.retain_hours if args.retain_hours is not None
+            else table.spec.float_property("clean.retain.hours")}
+
+
+def _render_clean(data: Data) -> str:
+    if not data["committed"]:
+        return f"{data['table']}: nothing to clean (no removed file is past {data['retain_hours']:g} h)"
+    return "\n".join([f"{data['table']}: deleted {data['files_deleted']} file(s), {fmt.fmt_bytes(data['bytes_freed'])} "
+                      f"freed (log entry {data['seq']}, instant {data['instant']})", *data["deleted"]])
 
 
 def _render_rollback(data: Data) -> str:
@@ -269,6 +320,7 @@ COMMANDS: dict[str, tuple[Callable[[LakeTable, argparse.Namespace], Data], Calla
     "show": (lambda t, a: show_data(t, a.as_of), fmt.render_show),
     "remove-orphan-files": (_orphans_data, fmt.render_remove_orphan_files),
     "plans": (lambda t, a: plans_data(t), fmt.render_plans),
+    "clean": (_clean_data, _render_clean),
     "rollback-pending": (_rollback_data, _render_rollback),
     "restore": (_restore_data, _render_restore),
     "alter": (_alter_data, _render_alter),
@@ -278,29 +330,53 @@ COMMANDS: dict[str, tuple[Callable[[LakeTable, argparse.Namespace], Data], Calla
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 2 error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
-    except SystemExit as stop:  # argparse printed usage or help
+    except UsageError as err:  # (the usage is on stderr)
+        print(str(err), file=sys.stderr)
+        if "--json" in argv:
+            _emit(json.dumps({"error": str(err), "exit_code": EXIT_ERROR}, indent=2))
+        return EXIT_ERROR
+    except SystemExit as stop:  # --help
         return stop.code if isinstance(stop.code, int) else EXIT_ERROR
     if args.command == "connect-server":
-        return connect_server.run(args)
+        return _connect_server(args)
     if args.command in RENAMED_COMMANDS:
         old, args.command = args.command, RENAMED_COMMANDS[args.command]
         print(f"{PROG}: `{PROG} {old}` is deprecated; use `{PROG} {args.command}` (same arguments).",
               file=sys.stderr)
-    collect, render = COMMANDS[args.command]
+    render: Callable[[Data], str]
     try:
-        _check_as_of(getattr(args, "as_of", None))
-        data = collect(LakeTable.open(args.path), args)
+        if args.command == "ls":
+            data, render = ls_data(args.root), fmt.render_ls
+        else:
+            collect, render = COMMANDS[args.command]
+            _check_as_of(getattr(args, "as_of", None))
+            data = collect(LakeTable.open(args.path), args)
     except (LakeError, OSError, json.JSONDecodeError) as err:  # no table, bad --as-of, unreadable metadata
         print(f"{PROG}: {err}", file=sys.stderr)
+        if args.json:
+            _emit(json.dumps({"error": str(err), "exit_code": EXIT_ERROR}, indent=2))
         return EXIT_ERROR
-    text = json.dumps(data, indent=2, default=str) if args.json else render(data)
+    _emit(json.dumps(data, indent=2, default=str) if args.json else render(data))
+    return EXIT_OK
+
+
+def _emit(text: str) -> None:
     try:
         print(text, flush=True)
     except BrokenPipeError:  # e.g. `| head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return EXIT_OK
+
+
+def _connect_server(args: argparse.Namespace) -> int:
+    if args.json:
+        _emit(json.dumps({"url": f"sc://{args.host}:{args.port}", "host": args.host, "port": args.port,
+                          "master": args.master}))
+        # the server replaces this process and logs to its stdout: send that to stderr, keeping stdout one document
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    return connect_server.run(args)
 
 
 if __name__ == "__main__":

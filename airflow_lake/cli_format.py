@@ -81,6 +81,25 @@ def instant_summary(instant: Mapping[str, Any]) -> str:
     return ""
 
 
+def fmt_ranges(values: Sequence[int], limit: int = 6) -> str:
+    """Whole numbers as compact runs: '1..7', '1, 3, 5..9'; with more than `limit` runs the first and last ones
+    around '...' and the count, '-' if none."""
+    ordered = sorted(set(values))
+    if not ordered:
+        return "-"
+    runs: list[list[int]] = []
+    for value in ordered:
+        if runs and value == runs[-1][1] + 1:
+            runs[-1][1] = value
+        else:
+            runs.append([value, value])
+    texts = [str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}..{b}" for a, b in runs]
+    if len(texts) > limit:
+        keep = limit // 2
+        return f"{', '.join(texts[:keep])}, ..., {', '.join(texts[-keep:])} ({len(ordered)} versions)"
+    return ", ".join(texts)
+
+
 def partition_label(partition: Mapping[str, str | None], columns: Sequence[str]) -> str:
     """'dt=2024-01-01/country=NL' (NULL for a null value), '(unpartitioned)' for none."""
     if not partition:
@@ -95,10 +114,10 @@ def render_timeline(data: Mapping[str, Any]) -> str:
     items = data["instants"]
     if not items:
         return f"{data['table']}: no instants"
-    headers = ["INSTANT", "ACTION", "OPERATION", "STATE", "SEQ", "COMPLETED (UTC)", "SUMMARY"]
+    headers = ["INSTANT", "ACTION", "OPERATION", "STATE", "SEQ", "COMPLETED (UTC)", "VERSIONS", "SUMMARY"]
     rows = [[i["id"], i["action"], i["operation"] or "-", i["state"], "-" if i["seq"] is None else str(i["seq"]),
              fmt_time(i["completed_at"]) if i["state"] in ("completed", "rolled_back") else "-",
-             instant_summary(i)] for i in items]
+             fmt_ranges(i.get("versions") or ()), instant_summary(i)] for i in items]
     return render_table(headers, rows, right={4})
 
 
@@ -118,8 +137,12 @@ def render_files(data: Mapping[str, Any]) -> str:
         count_text = "+".join(str(c) for c in counts) + ("+plain" if counts and part.get("plain_files") else "")
         rows.append([part["name"], count_text or "plain", "", fmt_count(part["files"]), fmt_count(part["rows"]),
                      fmt_bytes(part["bytes"])])
-        rows.extend(["", "", str(b["bucket"]) if b["bucket"] is not None else "-", fmt_count(b["files"]),
-                     fmt_count(b["rows"]), fmt_bytes(b["bytes"])] for b in part["buckets"])
+        rows.extend(["", "", str(b["bucket"]), fmt_count(b["files"]), fmt_count(b["rows"]), fmt_bytes(b["bytes"])]
+                    for b in part["buckets"])
+        if part.get("plain"):  # plain files beside bucketed ones in one partition
+            plain = part["plain"]
+            rows.append(["", "", "plain", fmt_count(plain["files"]), fmt_count(plain["rows"]),
+                         fmt_bytes(plain["bytes"])])
     totals = data["totals"]
     rows.append([f"total ({totals['partitions']} partition(s))", "", "", fmt_count(totals["files"]),
                  fmt_count(totals["rows"]), fmt_bytes(totals["bytes"])])
@@ -199,4 +222,63 @@ def render_plans(data: Mapping[str, Any]) -> str:
         rows.append([plan["id"], fmt_time(plan["requested_at"]), str(plan["groups"]), str(plan["partitions"]),
                      str(plan["input_files"]), fmt_bytes(plan["input_bytes"]), str(plan["output_files"]),
                      plan["layout"], ", ".join(plan["attempts"]) or "-"])
-    return head + "\n" + render_table(headers, rows, right={2, 3, 4, 5, 6})
+    lines = [head, render_table(headers, rows, right={2, 3, 4, 5, 6})]
+    for plan in data["plans"]:
+        if plan.get("damaged"):
+            lines += ["", f"plan {plan['id']} cannot be run: {plan.get('problem')}"]
+            continue
+        parts = [[p["name"], str(p["groups"]), fmt_count(p["files"]), fmt_bytes(p["bytes"]), fmt_count(p["rows"]),
+                  str(p["output_files"])] for p in plan.get("partitions_detail") or ()]
+        groups = [[str(n), _partition_text(g["partition"]) or "(unpartitioned)", fmt_count(len(g["files"])),
+                   fmt_bytes(g["bytes"]), fmt_count(g["rows"]), str(g["output_files"]),
+                   fmt_ranges(g.get("buckets") or ())]
+                  for n, g in enumerate(plan.get("groups_detail") or (), start=1)]
+        lines += ["", f"plan {plan['id']}: partitions",
+                  render_table(["PARTITION", "GROUPS", "FILES", "INPUT", "ROWS", "OUTPUT FILES"], parts,
+                               right={1, 2, 3, 4, 5}),
+                  "", f"plan {plan['id']}: groups",
+                  render_table(["GROUP", "PARTITION", "FILES", "INPUT", "ROWS", "OUTPUT FILES", "BUCKETS"], groups,
+                               right={0, 2, 3, 4, 5})]
+    return "\n".join(lines)
+
+
+def rows_text(rows: Mapping[str, Any]) -> str:
+    """The rows a reader sees: '1,200', or for a primary-key table '454 keys' (exact) or '<= 720 keys' (an upper
+    bound from metadata)."""
+    count = fmt_count(int(rows["count"]))
+    if rows.get("what") == "keys":
+        return f"{count} keys" if rows.get("exact") else f"<= {count} keys"
+    return count if rows.get("exact", True) else f"<= {count}"
+
+
+def health_text(warnings: Sequence[Mapping[str, Any]]) -> str:
+    """'ok', or each warning as 'check value > threshold'."""
+    if not warnings:
+        return "ok"
+    return "; ".join(f"{w['check']} {_number(w['value'])} > {_number(w['threshold'])}" for w in warnings)
+
+
+def _number(value: Any) -> str:
+    return f"{value:,.2f}".rstrip("0").rstrip(".") if isinstance(value, float) else f"{value:,}"
+
+
+def render_ls(data: Mapping[str, Any]) -> str:
+    """Text form of `airflow-lake ls`: one line per table under the root, then its warnings in full."""
+    tables = data["tables"]
+    if not tables:
+        return f"{data['root']}: no lake tables"
+    headers = ["TABLE", "KIND", "ROWS", "FILES", "SIZE", "LAST COMMIT (UTC)", "HEALTH"]
+    rows, notes = [], []
+    for item in tables:
+        if item.get("error"):
+            rows.append([item["path"], "-", "-", "-", "-", "-", "unreadable"])
+            notes.append(f"{item['path']}: {item['error']}")
+            continue
+        last = item["last_commit"]
+        rows.append([item["path"], item["kind_text"], rows_text(item["rows"]), fmt_count(item["totals"]["files"]),
+                     fmt_bytes(item["totals"]["bytes"]),
+                     f"{last['seq']} {last['operation']} {fmt_time(last['completed_at'])}",
+                     health_text(item["health"])])
+        notes += [f"{item['path']}: {w['message']}" for w in item["health"]]
+    out = f"{data['root']}\n" + render_table(headers, rows, right={2, 3, 4})
+    return out + ("\n\n" + "\n".join(notes) if notes else "")

@@ -28,8 +28,8 @@ from typing import Any
 
 import pendulum
 from airflow.sdk import DAG, Param, task
-from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_lake.compat import AirflowFailException  # airflow.sdk.exceptions from Airflow 3.2 on
 from airflow_lake.examples.video_pipeline import (
     BUCKETED_JOIN_CONF,
     CREATE,

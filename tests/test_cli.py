@@ -438,6 +438,28 @@ def test_plans_lists_pending_clustering_plans(tmp_path: Path, capsys: pytest.Cap
     (item,) = data["plans"]
     assert item["id"] == plan["plan_id"] and item["input_files"] == 8 and item["attempts"] == []
     assert sorted(g["partition"]["dt"] for g in item["groups_detail"]) == ["a", "b"]
+    assert [(p["name"], p["groups"], p["files"], p["rows"]) for p in item["partitions_detail"]] == [
+        ("dt=a", 1, 4, 40), ("dt=b", 1, 4, 40)]
+
+
+def test_plans_text_lists_each_plans_partitions_and_groups(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    from airflow_lake.jobs.runner import run as run_operation
+
+    table = LakeTable.create(str(tmp_path / "t"), {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"]})
+    for _ in range(4):
+        commit(table, [("a", 10, None), ("b", 5, None), ("c", 1, None)])
+    plan = run_operation(None, "schedule_clustering", {"table": table.url, "partitions": [{"dt": "a"}, {"dt": "c"}]})
+    code, out, _ = run(capsys, "plans", table.url)
+    assert code == 0
+    lines = out.splitlines()
+    at = lines.index(f"plan {plan['plan_id']}: partitions")
+    assert [line.split() for line in lines[at + 1:at + 4]] == [
+        ["PARTITION", "GROUPS", "FILES", "INPUT", "ROWS", "OUTPUT", "FILES"],
+        ["dt=a", "1", "4", "400", "B", "40", "1"], ["dt=c", "1", "4", "40", "B", "4", "1"]]
+    at = lines.index(f"plan {plan['plan_id']}: groups")
+    assert sorted(line.split()[1] for line in lines[at + 2:at + 4]) == ["dt=a", "dt=c"]
+    assert "dt=b" not in out
 
 
 def test_show_lists_null_values_of_a_primary_key_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -147,8 +147,9 @@ class LakeHook(BaseHook):
 
         result = run(None, operation, payload)
         stored = self.read_metrics(operation, table, request_id, already_committed=done_before)
-        # no entry (nothing to do, a dry run): what the run reported is all there is to say
-        return {**result, **stored} if stored.get("noop") else stored
+        # no entry (nothing to do, a dry run, a plan stored but not committed): what the run reported is all there
+        # is to say, and its own fields win over the placeholder's (a plan's `noop: false` must not turn true)
+        return {**stored, **result} if stored.get("noop") else stored
 
     def _run_submit(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
         table, request_id = str(payload.get("table", "")), str(payload["request_id"])

@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         op = registry.get(args.operation)
         spec = load_spec(args.spec)
-        parsed = op.parse(spec)  # before Spark starts
+        parsed = registry.parse_spec(op, spec)  # before Spark starts
         if op.needs_spark and not isinstance(parsed, NothingToDo):
             from airflow_lake.jobs.session import build_session
 

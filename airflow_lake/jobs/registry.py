@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_lake.jobs import caller
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.format.operation_names import current_name
 
@@ -58,6 +59,13 @@ def get(name: str) -> Operation:
     return known[current]
 
 
+def parse_spec(operation: Operation, spec: Mapping[str, Any]) -> Any:
+    """`operation.parse` of `spec` without its `airflow` field, which is checked here (`jobs.caller`): who asked is
+    the same field for every operation and no input of the request."""
+    body, _ = caller.split(spec)
+    return operation.parse(body)
+
+
 def validate(name: str, spec: Mapping[str, Any]) -> Any:
     """Parse and validate a spec for an operation, without Spark."""
-    return get(name).parse(spec)
+    return parse_spec(get(name), spec)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.jobs import registry
+from airflow_lake.jobs import caller, registry
 from airflow_lake.jobs.noop import NothingToDo
 from airflow_lake.lake.spark.bucketed_read import drop_read_tables, read_tables_mark
 
@@ -18,9 +18,13 @@ log = logging.getLogger(__name__)
 
 
 def run(spark: SparkSession | None, operation: str, spec: Mapping[str, Any]) -> dict[str, Any]:
-    """Run `operation` with `spec` in this process and return its metrics (also stored in its instant)."""
+    """Run `operation` with `spec` in this process and return its metrics (also stored in its instant).
+
+    The spec's optional `airflow` field (the task instance that asked, `jobs.caller`) is recorded in the metadata
+    of every log entry the operation writes."""
     op = registry.get(operation)
-    parsed = op.parse(spec)
+    body, who = caller.split(spec)
+    parsed = op.parse(body)
     if isinstance(parsed, NothingToDo):  # an empty selection: nothing to run, no Spark to start
         log.info("%s on %s: %s", operation, spec.get("table"), parsed.reason)
         return parsed.run()
@@ -32,7 +36,8 @@ def run(spark: SparkSession | None, operation: str, spec: Mapping[str, Any]) -> 
     log.info("running %s on %s", operation, spec.get("table"))
     mark = read_tables_mark()
     try:
-        metrics = op.execute(spark, parsed)
+        with caller.recorded(who):  # every entry the operation writes, whichever way it commits
+            metrics = op.execute(spark, parsed)
     finally:
         if spark is not None:  # a warm (Spark Connect) session must not keep a catalog table per read
             drop_read_tables(spark, since=mark)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.lake.commit import recovery, requests
 from airflow_lake.lake.commit.transaction import Transaction, begin
 from airflow_lake.lake.errors import LakeSpecError, LakeTableExists, LakeTableNotFound
-from airflow_lake.lake.format import instants, table_roots
+from airflow_lake.lake.format import instants, spec_history, table_roots
 from airflow_lake.lake.format.filters import may_match, parse_filters
 from airflow_lake.lake.format.log import CommitLog, LogEntry
 from airflow_lake.lake.format.snapshots import TableState
@@ -40,7 +40,9 @@ class LakeTable(TableMetadata):
     @classmethod
     def create(cls, path: str, spec: TableSpec | Mapping[str, Any], *, exist_ok: bool = False,
                request_id: str | None = None) -> LakeTable:
-        """Create a table (log entry 0 holds its spec). With `exist_ok`, an identical table is fine.
+        """Create a table (log entry 0 holds its spec). With `exist_ok`, an existing table is fine when `spec` is
+        its spec, or a spec it had before and left only through the provider's own operations (bucket_rewrite,
+        alter_table, schema evolution: `format.spec_history`); otherwise `LakeTableExists` names what differs.
 
         Refused (`LakeSpecError`, nothing written) inside another table or over a directory that holds one
         (`table_roots.check_new_root`)."""
@@ -65,13 +67,14 @@ class LakeTable(TableMetadata):
             if table.commit_log.try_append(entry):
                 log.info("created lake table %s", table.url)
                 return table
-        existing = table.spec
         first = table.commit_log.read(0)
-        if (exist_ok or (request_id is not None and first.request_id == request_id)) and existing == table_spec:
+        if exist_ok or (request_id is not None and first.request_id == request_id):
+            # the table's spec, or one it reached its spec from through the provider's own operations (a daily
+            # create task after a one-off bucket_rewrite); else `LakeTableExists` naming every difference
+            reached = spec_history.reached_from(table, table_spec)
+            if reached.differences:
+                log.info("lake table %s exists: %s", table.url, reached.describe())
             return table  # identical table, or a retry of the request that created it
-        if exist_ok:
-            raise LakeTableExists(f"a lake table with a different spec exists at {table.url!r}. Fix: use "
-                                  "another path, or give the existing spec (see `airflow-lake show`).")
         raise LakeTableExists(f"a lake table already exists at {table.url!r}. Fix: pass exist_ok=True "
                               "(if_exists='ignore') or use another path.")
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pendulum
 from airflow.sdk import Context
-from airflow.sdk.bases.skipmixin import SkipMixin
 
+from airflow_lake.compat import SkipMixin
 from airflow_lake.operators.base import LakeOperator
 from airflow_lake.operators.rendered import rendered_selection, rendered_whole
 
@@ -35,8 +35,10 @@ _NUMBER_FIELDS = ("min_commits", "lookback_partitions", "skip_from_latest", "sma
 class ScheduleClusteringOperator(LakeOperator, SkipMixin):
     """Store a clustering plan when at least `min_commits` commits completed since the last clustering.
 
-    Returns (XCom) `plan_id` (None when nothing was planned), `reason`, and the plan's numbers (groups,
-    input files and bytes, output files); `plan_id` is also pushed under its own XCom key, so
+    Returns (XCom) `plan_id` (None when there is no plan), `noop` (true exactly when `plan_id` is None),
+    `reason`, `existing_plan` (the plan was stored by an earlier try of this task, not now; `already_committed`
+    too if it has been executed since) and the plan's numbers (groups, input files and bytes, output files):
+    docs/api.md, "XCom of the clustering operators". `plan_id` is also pushed under its own XCom key, so
     `plan.output["plan_id"]` feeds `ExecuteClusteringOperator(plan_id=...)`. Without a plan, the downstream
     tasks are skipped.
 
@@ -46,8 +48,9 @@ class ScheduleClusteringOperator(LakeOperator, SkipMixin):
         or a template gives none ([], "[]", None, ""); leave it out (None) to choose by the other fields.
     :param partition_regex: full match against "col=value/col2=value".
     :param filter_mode: NONE, RECENT_DAYS (lookback_partitions, skip_from_latest), SELECTED_PARTITIONS
-        (begin_partition, end_partition, inclusive) or DAY_ROLLING (partitions whose index mod 24 is the hour
-        of the run's logical date in `timezone`).
+        (begin_partition, end_partition, inclusive), DAY_ROLLING (partitions whose index mod 24 is the hour
+        of the run's logical date in `timezone`) or COMMITS_SINCE_LAST_CLUSTERING (the partitions the commits
+        counted since the last clustering wrote to: a backfill into an old day plans that day).
     :param small_file_limit_bytes: files below it are candidates (default 300 MB).
     :param max_bytes_per_group: a group holds files up to this size (default 2 GB).
     :param target_file_max_bytes: a group becomes ceil(bytes / this) files (default 1 GB).
@@ -149,7 +152,9 @@ class ScheduleClusteringOperator(LakeOperator, SkipMixin):
 
 
 class ExecuteClusteringOperator(LakeOperator):
-    """Run a clustering plan as one replace commit; returns its metrics (files/bytes before and after).
+    """Run a clustering plan as one replace commit; returns its metrics (files/bytes before and after), `plan_id`,
+    `noop` (true exactly when no plan ran or was returned: `plan_id` None, `reason` says why) and
+    `already_committed` (the plan's commit was made before this try: a retry, or another request ran it).
 
     :param plan_id: the plan to run (templated; e.g. `plan.output["plan_id"]`). Given, but rendered empty
         (None, "", "None": the upstream schedule planned nothing), nothing runs (`noop`): never another plan.
@@ -192,7 +197,7 @@ class ExecuteClusteringOperator(LakeOperator):
         if not self.plan_id_given or "plan_id" in spec:
             return None
         return NothingToDo(str(spec["table"]), self.operation, "plan_id", spec.get("request_id"),
-                           extra={"plans_executed": 0},
+                           extra={"plans_executed": 0, "plan_id": None},
                            detail=f"plan_id is empty ({self.plan_id!r}: the schedule planned nothing), so no plan "
                                   "runs")
 
@@ -202,7 +207,7 @@ class ExecuteClusteringOperator(LakeOperator):
         from airflow_lake.lake.table import LakeTable
 
         table = LakeTable.open(self.table)
-        request_id = self.request_id(context)
+        request_id = self.effective_request_id(context)
         plan_id = self.build_spec(context).get("plan_id")
         if metrics.get("noop") and plan_id:
             # run before by another request: its commit is the plan's
@@ -210,7 +215,7 @@ class ExecuteClusteringOperator(LakeOperator):
             if seq is not None:
                 entry = table.commit_log.read(seq)
                 return {**entry.metrics, "plan_id": plan_id, "instant": entry.instant, "seq": entry.seq,
-                        "already_committed": True, "table": table.url, "operation": self.operation}
+                        "noop": False, "already_committed": True, "table": table.url, "operation": self.operation}
         plans = [metrics] if not metrics.get("noop") else []
         index = 1
         while (more := table.find_request(f"{request_id}#{index}", self.operation)) is not None:

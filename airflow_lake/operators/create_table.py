@@ -12,7 +12,10 @@ from airflow_lake.operators.rendered import rendered_bucket
 
 
 class LakeCreateTableOperator(LakeOperator):
-    """Create a lake table (`create_table`); with if_exists="ignore" an identical table is left alone.
+    """Create a lake table (`create_table`). With if_exists="ignore" (default) an existing table is left alone when
+    the spec is its spec or one it had before a provider operation changed it (bucket_rewrite, alter_table, schema
+    evolution): the XCom's `spec_changed_by` and `spec_differences` say what changed since. Any other spec fails
+    naming every field that differs.
 
     :param schema: DDL such as "id BIGINT NOT NULL, dt STRING" (or give `columns`).
     :param partition_by: partition columns.

@@ -73,16 +73,18 @@ def _tables(reader: access.Reader) -> tuple[list[dict[str, Any]], list[str]]:
     return rows, errors
 
 
-def _layouts(ref: roots.TableRef, clustered_at: int | None) -> list[str]:
-    pictures = [layout_svg(data.layout(ref, None), "now")]
-    if clustered_at:
-        pictures.append(layout_svg(data.layout(ref, str(clustered_at - 1)), "before the last clustering"))
+def _layouts(opened: data.Opened, clustered_at: int | None) -> list[str]:
+    pictures = [layout_svg(data.layout(opened.ref, None, opened), "now")]
+    if clustered_at:  # (a clustering is never entry 0, the create)
+        before = data.layout(opened.ref, str(clustered_at - 1), opened)
+        pictures.append(layout_svg(before, "before the last clustering"))
     return pictures
 
 
-def _detail(target: roots.TableRef, limit: int) -> dict[str, Any]:
+def _detail(target: roots.TableRef, limit: int) -> tuple[data.Opened, dict[str, Any]]:
     try:
-        return data.table_detail(target, limit)
+        opened = data.Opened.of(target)
+        return opened, data.table_detail(target, limit, opened)
     except Exception as err:
         raise _unreadable(target, err) from err
 
@@ -103,9 +105,9 @@ def create_app() -> FastAPI:
     def table(ref: str, limit: int = limit_query, reader: access.Reader = reader_dep) -> Response:
         target = _table(ref, reader)
         try:
-            detail = _detail(target, limit)
+            opened, detail = _detail(target, limit)
             try:
-                html = pages.table_page(detail, _layouts(target, detail["clustered_at"]))
+                html = pages.table_page(detail, _layouts(opened, detail["clustered_at"]))
             except Exception as err:
                 raise _unreadable(target, err) from err
         except Unreadable as err:
@@ -121,7 +123,7 @@ def create_app() -> FastAPI:
     def api_table(ref: str, limit: int = limit_query, reader: access.Reader = reader_dep) -> dict[str, Any]:
         target = _table(ref, reader)
         try:
-            return _detail(target, limit)
+            return _detail(target, limit)[1]
         except Unreadable as err:
             raise HTTPException(status_code=500, detail=str(err)) from err
 

@@ -1,4 +1,5 @@
-"""The "Lake table" extra link of every lake operator's task: its table's page, if under a configured root."""
+"""The "Lake table" extra link of every lake operator's task: its table's page inside the Airflow UI (the Lake view
+at <ui>/plugin/lake, showing the page /lake/table?ref=...), if the table is under a configured root."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from airflow.sdk import BaseOperatorLink
 
 from airflow_lake.ui.roots import BadTableRef, configured_roots, resolve
 
+URL_ROUTE = "lake"  # the Lake view's address in the UI (`plugin.URL_ROUTE`)
+
 
 class LakeTableLink(BaseOperatorLink):
     """Link to the Lake page of the task's table (computed when the task runs, stored in XCom)."""
@@ -17,7 +20,7 @@ class LakeTableLink(BaseOperatorLink):
     name = "Lake table"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        """`<api base url>/lake/table?ref=...`, or "" when the table is outside the configured roots."""
+        """`<api base url>/plugin/lake/lake/table?ref=...`, or "" when the table is outside the configured roots."""
         path = os.path.realpath(str(getattr(operator, "table", "") or ""))
         for index, root in enumerate(configured_roots()):
             if os.path.commonpath([path, root]) == root and path != root:
@@ -26,7 +29,7 @@ class LakeTableLink(BaseOperatorLink):
                     resolve(ref, configured_roots())
                 except BadTableRef:
                     return ""
-                return f"{_base_url()}/lake/table?ref={quote(ref, safe='/')}"
+                return f"{_base_url()}/plugin/{URL_ROUTE}/lake/table?ref={quote(ref, safe='/')}"
         return ""
 
 

@@ -1,5 +1,10 @@
-"""The Lake page's HTML, rendered on the server (every value escaped; links relative, so the page works under
-any base URL, inside the Airflow UI's frame or on its own)."""
+"""The Lake page's HTML, rendered on the server.
+
+Every value from a table or a URL is escaped (`escape` for text and attributes, `quote` for URL parts). Links
+are relative, so the page works under any base URL: shown inside the Airflow UI (an external view in its
+navigation, in a frame), or on its own. Inside the UI it takes the UI's colours, fonts and light/dark mode from
+the frame's parent, and follows a switch; on its own it follows the browser's colour scheme.
+"""
 
 from __future__ import annotations
 
@@ -10,65 +15,355 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow_lake.cli_format import fmt_bytes, fmt_time, instant_summary
-from airflow_lake.ui.data import MAX_TIMELINE_PAGE
+from airflow_lake.ui.data import MAX_PARTITION_ROWS, MAX_TIMELINE_PAGE, task_of
+from airflow_lake.ui.svg import bytes_text, chart_svg
+
+# The UI's semantic tokens (Chakra UI, which the Airflow 3 UI is built with) that the page takes over.
+UI_TOKENS = {
+    "--lake-fg": "--chakra-colors-fg", "--lake-muted": "--chakra-colors-fg-muted",
+    "--lake-bg": "--chakra-colors-bg", "--lake-subtle": "--chakra-colors-bg-muted",
+    "--lake-border": "--chakra-colors-border", "--lake-accent": "--chakra-colors-blue-solid",
+    "--lake-link": "--chakra-colors-fg-info", "--lake-ok": "--chakra-colors-fg-success",
+    "--lake-error": "--chakra-colors-fg-error", "--lake-warn": "--chakra-colors-fg-warning",
+    "--lake-font": "--chakra-fonts-body", "--lake-mono": "--chakra-fonts-mono",
+}
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 16px; color: #1b1f23; }
-table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }
-th, td { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
-th { background: #f3f5f7; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
-.muted { color: #6a737d; } .state-completed { color: #22863a; } .state-rolled_back { color: #b31d28; }
-.state-inflight, .state-requested { color: #b08800; } details pre { white-space: pre-wrap; font-size: 11px; }
-.layouts { display: flex; gap: 24px; flex-wrap: wrap; } h1 { font-size: 20px; } h2 { font-size: 16px; }
+:root { --lake-fg: #1b1f23; --lake-muted: #6a737d; --lake-bg: #ffffff; --lake-subtle: #f3f5f7;
+  --lake-border: #dde1e5; --lake-accent: #1f6fb2; --lake-link: #1f6fb2; --lake-ok: #22863a; --lake-error: #b31d28;
+  --lake-warn: #9a6700; --lake-font: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+  --lake-mono: ui-monospace, SFMono-Regular, Menlo, monospace; color-scheme: light; }
+@media (prefers-color-scheme: dark) { :root:not(.lake-light) { --lake-fg: #e4e4e7; --lake-muted: #a1a1aa;
+  --lake-bg: #111111; --lake-subtle: #1f1f23; --lake-border: #3f3f46; --lake-accent: #4d9de0; --lake-link: #7cb7ea;
+  --lake-ok: #56d364; --lake-error: #f47067; --lake-warn: #e3b341; color-scheme: dark; } }
+body { font-family: var(--lake-font); margin: 0; padding: 12px 16px; color: var(--lake-fg);
+  background: var(--lake-bg); font-size: 14px; }
+a { color: var(--lake-link); } code, pre { font-family: var(--lake-mono); }
+h1 { font-size: 20px; margin: 4px 0; } h2 { font-size: 16px; margin: 20px 0 6px; }
+table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }
+th, td { border-bottom: 1px solid var(--lake-border); padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: var(--lake-subtle); font-weight: 600; }
+td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
+.muted { color: var(--lake-muted); } .state-completed { color: var(--lake-ok); }
+.state-rolled_back, .error { color: var(--lake-error); } .state-inflight, .state-requested { color: var(--lake-warn); }
+details pre { white-space: pre-wrap; font-size: 11px; } nav.sections a { margin-right: 12px; }
+.kind { display: inline-block; border: 1px solid var(--lake-border); border-radius: 10px; padding: 0 8px;
+  font-size: 12px; color: var(--lake-muted); }
+.warning { border-left: 3px solid var(--lake-warn); padding: 4px 8px; margin: 4px 0; background: var(--lake-subtle); }
+.ok { color: var(--lake-ok); }
+.layouts, .charts { display: flex; gap: 24px; flex-wrap: wrap; }
+svg .label { fill: var(--lake-fg); } svg .axis { stroke: var(--lake-muted); }
+svg .cell, svg .dot { fill: var(--lake-accent); } svg .line { stroke: var(--lake-accent); }
 """
+
+# Inside the Airflow UI the page is a same-origin frame: take the UI's tokens from the parent and follow its
+# light/dark switch (the UI sets class "dark" or "light" on its root). Links to the UI's own pages (a commit's
+# task instance) must open in the UI, not in the frame, and the frame may not navigate its parent: they go
+# through the UI's router (history entry + popstate), the way its own links do.
+SCRIPT = """
+(function () {
+  var tokens = TOKENS, root = document.documentElement, host = null;
+  try { if (window.parent !== window) { host = window.parent.document.documentElement; } } catch (e) { host = null; }
+  function follow() {
+    var style = window.parent.getComputedStyle(host), dark = host.classList.contains("dark");
+    root.classList.toggle("lake-dark", dark); root.classList.toggle("lake-light", !dark);
+    root.style.colorScheme = dark ? "dark" : "light";
+    Object.keys(tokens).forEach(function (mine) {
+      var value = style.getPropertyValue(tokens[mine]).trim();
+      if (value) { root.style.setProperty(mine, value); } else { root.style.removeProperty(mine); }
+    });
+    root.setAttribute("data-ui-theme", dark ? "dark" : "light");
+  }
+  if (host) {
+    follow();
+    new MutationObserver(follow).observe(host, {attributes: true, attributeFilter: ["class", "style"]});
+  }
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest ? event.target.closest("a[data-ui-link]") : null;
+    if (!link || !host || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey) { return; }
+    event.preventDefault();
+    var ui = window.parent, state = ui.history.state || {};
+    ui.history.pushState({usr: null, key: Math.random().toString(36).slice(2, 10),
+                          idx: (typeof state.idx === "number" ? state.idx : 0) + 1}, "", link.href);
+    ui.dispatchEvent(new PopStateEvent("popstate", {state: ui.history.state}));
+  });
+})();
+""".replace("TOKENS", json.dumps(UI_TOKENS))
 
 
 def _page(title: str, body: str) -> str:
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
-            f"<style>{STYLE}</style></head><body>{body}</body></html>")
+            f"<meta name='color-scheme' content='light dark'><style>{STYLE}</style>"
+            f"<script>{SCRIPT}</script></head><body>{body}</body></html>")
 
 
 def _link(ref: str, text: str) -> str:
     return f"<a href='table?ref={quote(ref, safe='/')}'>{escape(text)}</a>"
 
 
-def _bucket_text(bucket: Mapping[str, Any] | None) -> str:
-    if not bucket:
-        return "plain"
-    return f"{bucket.get('count')} on {', '.join(bucket.get('columns', []))}"
+def _n(value: Any) -> str:
+    return "-" if value is None else f"{value:,}" if isinstance(value, int) else escape(str(value))
+
+
+def _rows_cell(t: Mapping[str, Any]) -> str:
+    """Rows; for a primary-key table its merged keys ("≤" when only an upper bound is known) over the stored rows."""
+    visible = t.get("visible_rows") or {}
+    if visible.get("what") != "keys":
+        return f"<td class='n rows'>{t['rows']:,}</td>"
+    bound = "" if visible.get("exact") else "≤ "
+    return (f"<td class='n keys'>{bound}{_n(visible.get('count'))} keys"
+            f"<div class='muted'><span class='rows'>{t['rows']:,}</span> stored rows</div></td>")
+
+
+def layout_text(layout: Mapping[str, Any]) -> str:
+    """How the partitions are laid out: '4 on k (2 partitions); plain (1 partition)'."""
+    parts = []
+    for group in layout.get("bucketed") or []:
+        parts.append(f"{group['count']} on {', '.join(group['columns'])} ({_partitions_text(group)})")
+    plain = layout.get("plain")
+    if plain is not None:
+        parts.append(f"plain ({_partitions_text(plain)})" if parts else "plain")
+    return "; ".join(parts) or "plain"
+
+
+def _partitions_text(group: Mapping[str, Any]) -> str:
+    count = group["partitions"]
+    if count == 1:
+        return f"{group['first']}" if group["first"] != "(unpartitioned)" else "1 partition"
+    return f"{count} partitions, {group['first']} to {group['last']}"
+
+
+def _health_text(warnings: Sequence[Mapping[str, Any]]) -> str:
+    if not warnings:
+        return "<span class='ok'>ok</span>"
+    return "<br>".join(f"<span class='warn' title='{escape(str(w.get('message', '')))}'>"
+                       f"{escape(str(w.get('check', '')))} {escape(_number(w.get('value')))} &gt; "
+                       f"{escape(_number(w.get('threshold')))}</span>" for w in warnings)
+
+
+def _since(t: Mapping[str, Any]) -> str:
+    since = t.get("commits_since_last_clustering")
+    return "-" if since is None else f"{since:,}"
 
 
 def index_page(roots: Sequence[str], tables: Sequence[Mapping[str, Any]], errors: Sequence[str]) -> str:
     """The list of lake tables under the roots."""
     rows = "".join(
         f"<tr data-table='{escape(t['ref'])}'><td>{_link(t['ref'], t['name'])}</td>"
-        f"<td class='n rows'>{t['rows']:,}</td><td class='n files'>{t['files']:,}</td>"
-        f"<td class='n'>{fmt_bytes(t['bytes'])}</td><td class='n instants'>{t['seq'] + 1:,}</td>"
-        f"<td>{fmt_time(t['completed_at'])}</td><td>{escape(', '.join(t['partition_by']) or '-')}</td>"
-        f"<td>{escape(_bucket_text(t['bucket']))}</td><td>{escape(', '.join(t['primary_key'] or []) or '-')}</td>"
-        f"<td class='n since'>{t['commits_since_last_clustering']}</td>"
-        f"<td class='n plans'>{t['pending_plans']}</td></tr>"
+        f"<td class='kind-text'>{escape(t['kind_text'])}</td>{_rows_cell(t)}"
+        f"<td class='n files'>{t['files']:,}</td><td class='n'>{fmt_bytes(t['bytes'])}</td>"
+        f"<td class='n instants'>{t['seq'] + 1:,}</td><td>{fmt_time(t['completed_at'])}</td>"
+        f"<td>{escape(', '.join(t['partition_by']) or '-')}</td><td>{escape(layout_text(t['layout']))}</td>"
+        f"<td>{escape(', '.join(t['primary_key'] or []) or '-')}</td>"
+        f"<td class='n since'>{_since(t)}</td><td class='n plans'>{t['pending_plans']}</td>"
+        f"<td class='health'>{_health_text(t['health'])}</td></tr>"
         for t in tables)
     roots_text = "".join(f"<li><code>{i}</code> {escape(r)}</li>" for i, r in enumerate(roots)) or \
         "<li>none: set <code>[lake] roots</code> (AIRFLOW__LAKE__ROOTS)</li>"
     problems = "".join(f"<li>{escape(e)}</li>" for e in errors)
     body = (f"<h1>Lake tables</h1><p class='muted'>Roots:</p><ul>{roots_text}</ul>"
-            "<table id='tables'><thead><tr><th>Table</th><th>Rows</th><th>Files</th><th>Size</th><th>Instants</th>"
-            "<th>Last commit (UTC)</th><th>Partitions</th><th>Buckets</th><th>Key</th>"
-            "<th>Commits since clustering</th><th>Pending plans</th></tr></thead>"
+            "<table id='tables'><thead><tr><th>Table</th><th>Kind</th><th class='n'>Rows</th><th class='n'>Files</th>"
+            "<th class='n'>Size</th><th class='n'>Instants</th><th>Last commit (UTC)</th><th>Partitions</th>"
+            "<th>Buckets</th><th>Key</th><th class='n'>Commits since clustering</th><th class='n'>Pending plans</th>"
+            "<th>Health</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>" + (f"<p>Unreadable:</p><ul>{problems}</ul>" if problems else ""))
     return _page("Lake tables", body)
 
 
 def table_page(detail: Mapping[str, Any], layouts: Sequence[str]) -> str:
-    """One table: totals, clustering state, layout pictures, timeline (newest first)."""
+    """One table: facts, health, schema, primary-key state, partitions, clustering and plans, charts, layout
+    pictures, timeline (newest first)."""
     s = detail["summary"]
-    plans = detail["plans"]
-    plan_rows = "".join(
-        f"<tr><td>{escape(p['id'])}</td><td>{fmt_time(p.get('requested_at'))}</td>"
-        f"<td>{escape(str(p.get('layout', '')))}</td><td class='n'>{p.get('groups', '')}</td>"
-        f"<td class='n'>{p.get('input_files', '')}</td><td class='n'>{p.get('output_files', '')}</td></tr>"
-        for p in plans["plans"])
+    sections = [("health", "Health"), ("schema", "Schema"), ("partitions-section", "Partitions"),
+                *([("clustering", "Clustering")] if _has_clustering(detail["plans"]) else []),
+                ("charts", "Charts"), ("layout", "Layout"), ("timeline-section", "Timeline")]
+    if s.get("primary_key"):
+        sections.insert(2, ("primary-key", "Primary key"))
+    nav = "".join(f"<a href='#{anchor}'>{text}</a>" for anchor, text in sections)
+    body = (
+        "<p><a href='./'>&larr; all tables</a></p>"
+        f"<h1 id='table-name'>{escape(s['name'])}</h1>"
+        f"<p><span class='kind' id='kind'>{escape(s['kind_text'])}</span> "
+        f"<span class='muted'>{escape(s['path'])}</span></p>"
+        f"<nav class='sections'>{nav}</nav>"
+        + _facts(s) + _health(detail["health"]) + _schema(detail["schema"])
+        + (_primary_key(s.get("primary_key_state") or {}) if s.get("primary_key") else "")
+        + _partitions(detail["partitions"])
+        + (_clustering(detail["plans"]) if _has_clustering(detail["plans"]) else "")
+        + _charts(detail["charts"])
+        + f"<h2 id='layout'>Layout</h2><div class='layouts'>{''.join(layouts)}</div>"
+        + _timeline(detail))
+    return _page(f"Lake: {s['name']}", body)
+
+
+def _facts(s: Mapping[str, Any]) -> str:
+    return ("<table id='totals'><tr><th class='n'>Rows</th><th class='n'>Files</th><th class='n'>Size</th>"
+            "<th class='n'>Partitions</th><th class='n'>Instants</th><th>Last commit (UTC)</th><th>Buckets</th>"
+            "<th>Key</th></tr>"
+            f"<tr>{_rows_cell(s)}<td class='n files'>{s['files']:,}</td>"
+            f"<td class='n bytes'>{fmt_bytes(s['bytes'])}</td>"
+            f"<td class='n partitions'>{s['partitions']:,}</td><td class='n instants'>{s['seq'] + 1:,}</td>"
+            f"{_last_commit_cell(s.get('last_commit') or {})}"
+            f"<td class='buckets'>{escape(layout_text(s['layout']))}</td>"
+            f"<td>{escape(', '.join(s['primary_key'] or []) or '-')}</td></tr></table>")
+
+
+def _last_commit_cell(last: Mapping[str, Any]) -> str:
+    """The table's newest log entry: when, what, and the task that made it (linked) if it was a task."""
+    task = task_of({"airflow": last.get("airflow")})
+    made_by = (f"<div>by <a class='task-link last' data-ui-link href='{escape(task_link(task))}' target='_top'>"
+               f"{escape(task['dag_id'])} &rsaquo; {escape(task['task_id'])}</a></div>" if task else "")
+    return (f"<td class='last-commit'>{fmt_time(last.get('completed_at'))} <span class='muted'>#{_n(last.get('seq'))} "
+            f"{escape(str(last.get('operation') or ''))}</span>{made_by}</td>")
+
+
+def _health(warnings: Sequence[Mapping[str, Any]]) -> str:
+    if not warnings:
+        return "<h2 id='health'>Health</h2><p id='health-ok' class='ok'>No warnings.</p>"
+    items = "".join(
+        f"<div class='warning' data-check='{escape(str(w.get('check', '')))}'><strong>{escape(str(w.get('check', '')))}"
+        f"</strong>: {escape(str(w.get('message', '')))} <span class='muted'>(value <span class='value'>"
+        f"{escape(_number(w.get('value')))}</span>, threshold <span class='threshold'>"
+        f"{escape(_number(w.get('threshold')))}</span>)</span></div>"
+        for w in warnings)
+    return f"<h2 id='health'>Health</h2><div id='warnings'>{items}</div>"
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def _schema(columns: Sequence[Mapping[str, Any]]) -> str:
+    rows = "".join(
+        f"<tr class='column' data-column='{escape(c['name'])}'><td class='name'>{escape(c['name'])}</td>"
+        f"<td class='type'>{escape(c['type'])}</td><td class='nullable'>{'yes' if c['nullable'] else 'no'}</td>"
+        f"<td class='roles'>{escape(', '.join(c['roles']))}</td>"
+        f"<td class='physical'>{escape(c['physical'] or '')}</td></tr>"
+        for c in columns)
+    return ("<h2 id='schema'>Schema</h2><table id='schema-table'><thead><tr><th>Column</th><th>Type</th>"
+            "<th>Nullable</th><th>Role</th><th>Name in the files (renamed)</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>")
+
+
+def _primary_key(state: Mapping[str, Any]) -> str:
+    versions = state.get("versions") or {}
+    deltas = state.get("pending_deltas") or []
+    delta_rows = "".join(
+        f"<tr class='delta' data-partition='{escape(str(d.get('name') or ''))}' data-bucket='{_n(d.get('bucket'))}'>"
+        f"<td>{escape(str(d.get('name') or ''))}</td><td class='n bucket'>{_n(d.get('bucket'))}</td>"
+        f"<td class='n files'>{_n(d.get('files'))}</td><td class='n rows'>{_n(d.get('rows'))}</td></tr>"
+        for d in deltas)
+    exact = "exact" if state.get("keys_exact") else "at most: deltas may repeat or delete keys"
+    return (
+        "<h2 id='primary-key'>Primary key</h2><table id='pk'><tr><th class='n'>Keys (merged)</th>"
+        "<th class='n'>Stored rows</th><th class='n'>Base files</th><th class='n'>Delta files</th>"
+        "<th class='n'>Versions applied</th><th class='n'>Lowest</th><th class='n'>Highest</th></tr>"
+        f"<tr><td class='n keys'>{'' if state.get('keys_exact') else '≤ '}{_n(state.get('keys'))} "
+        f"<span class='muted'>({escape(exact)})</span></td><td class='n stored'>{_n(state.get('stored_rows'))}</td>"
+        f"<td class='n base-files'>{_n(state.get('base_files'))}</td>"
+        f"<td class='n delta-files'>{_n(state.get('delta_files'))}</td>"
+        f"<td class='n versions'>{_n(versions.get('count'))}</td><td class='n lowest'>{_n(versions.get('min'))}</td>"
+        f"<td class='n highest'>{_n(versions.get('max'))}</td></tr></table>"
+        + (("<p>Pending deltas (written by upserts, not compacted yet), per bucket:</p><table id='deltas'><thead><tr>"
+            "<th>Partition</th><th class='n'>Bucket</th><th class='n'>Delta files</th><th class='n'>Delta rows</th>"
+            f"</tr></thead><tbody>{delta_rows}</tbody></table>")
+           if delta_rows else "<p id='deltas-none' class='muted'>No pending deltas.</p>"))
+
+
+def _partitions(partitions: Sequence[Mapping[str, Any]]) -> str:
+    shown = partitions[-MAX_PARTITION_ROWS:]
+    rows = "".join(_partition_row(p) for p in shown)
+    more = (f"<p class='muted'>The newest {len(shown):,} of {len(partitions):,} partitions "
+            "(all of them: <code>/lake/api/table</code>).</p>" if len(shown) < len(partitions) else "")
+    if not partitions:
+        return "<h2 id='partitions-section'>Partitions</h2><p id='partitions-none' class='muted'>No live files.</p>"
+    return ("<h2 id='partitions-section'>Partitions</h2><table id='partitions'><thead><tr><th>Partition</th>"
+            "<th class='n'>Files</th><th class='n'>Rows</th><th class='n'>Size</th><th>Buckets</th>"
+            "<th class='n'>Smallest file</th><th class='n'>Largest file</th><th>Last commit</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>{more}")
+
+
+def _partition_row(p: Mapping[str, Any]) -> str:
+    counts = p["bucket_counts"]
+    if counts:
+        buckets = f"{' and '.join(map(str, counts))} ({p['buckets_with_files']} with files)"
+        if p["plain_files"]:
+            buckets += f" + {p['plain_files']} plain file(s)"
+    else:
+        buckets = "plain"
+    last = p["last_commit"]
+    commit = f"#{last['seq']}" if last.get("seq") is not None else "-"
+    when = fmt_time(last["completed_at"]) if last.get("completed_at") else (last.get("instant") or "")
+    return (f"<tr class='partition' data-partition='{escape(p['name'])}'><td class='name'>{escape(p['name'])}</td>"
+            f"<td class='n files'>{p['files']:,}</td><td class='n rows'>{p['rows']:,}</td>"
+            f"<td class='n bytes' data-bytes='{p['bytes']}'>{fmt_bytes(p['bytes'])}</td>"
+            f"<td class='buckets'>{escape(buckets)}</td>"
+            f"<td class='n smallest' data-bytes='{p['smallest_bytes']}'>{fmt_bytes(p['smallest_bytes'])}</td>"
+            f"<td class='n largest' data-bytes='{p['largest_bytes']}'>{fmt_bytes(p['largest_bytes'])}</td>"
+            f"<td class='last-commit'><span class='seq'>{escape(commit)}</span> "
+            f"<span class='muted'>{escape(last.get('operation') or '')} {escape(when)}</span></td></tr>")
+
+
+def _has_clustering(plans: Mapping[str, Any]) -> bool:
+    return bool(plans.get("clustered") or plans.get("plans"))
+
+
+def _clustering(plans: Mapping[str, Any]) -> str:
+    since = plans["commits_since_last_clustering"]
+    last = plans["last_clustering"]
+    text = (f"{since} commit(s) since the last clustering ({escape(last)})" if last else
+            f"{since} commit(s) since the table's start (never clustered)")
+    rows = "".join(_plan_rows(p) for p in plans["plans"])
+    table = ("<table id='plans'><thead><tr><th>Plan</th><th>Requested (UTC)</th><th>Layout</th>"
+             "<th>Partitions</th><th class='n'>Groups</th><th class='n'>Input files</th><th class='n'>Input size</th>"
+             f"<th class='n'>Output files</th></tr></thead><tbody>{rows}</tbody></table>" if rows else "")
+    return (f"<h2 id='clustering'>Clustering</h2><p id='since'>{text}; {len(plans['plans'])} pending plan(s).</p>"
+            + table)
+
+
+def _plan_rows(p: Mapping[str, Any]) -> str:
+    if p.get("damaged"):
+        return (f"<tr class='plan' data-plan='{escape(p['id'])}'><td>{escape(p['id'])}</td>"
+                f"<td>{fmt_time(p.get('requested_at'))}</td><td colspan='6' class='error'>cannot be run: "
+                f"{escape(str(p.get('problem')))}</td></tr>")
+    groups = "".join(
+        f"<tr class='group'><td>{escape(g['partition_name'])}</td><td class='n files'>{g['files']:,}</td>"
+        f"<td class='n rows'>{g['rows']:,}</td><td class='n'>{fmt_bytes(g['bytes'])}</td>"
+        f"<td class='n'>{g['output_files']:,}</td>"
+        f"<td>{escape(', '.join(map(str, g['buckets'])) or '-')}</td></tr>"
+        for g in p["groups_detail"])
+    detail = ("<table class='groups'><thead><tr><th>Group's partition</th><th class='n'>Files</th>"
+              "<th class='n'>Rows</th><th class='n'>Size</th><th class='n'>Output files</th><th>Buckets</th></tr>"
+              f"</thead><tbody>{groups}</tbody></table>")
+    return (f"<tr class='plan' data-plan='{escape(p['id'])}'><td>{escape(p['id'])}</td>"
+            f"<td>{fmt_time(p.get('requested_at'))}</td><td>{escape(str(p.get('layout', '')))}</td>"
+            f"<td class='plan-partitions'>{escape(', '.join(p['partitions']))}</td>"
+            f"<td class='n groups'>{p.get('groups', '')}</td><td class='n'>{p.get('input_files', '')}</td>"
+            f"<td class='n'>{fmt_bytes(int(p.get('input_bytes') or 0))}</td>"
+            f"<td class='n'>{p.get('output_files', '')}</td></tr>"
+            f"<tr class='plan-groups' data-plan='{escape(p['id'])}'><td></td><td colspan='7'>{detail}</td></tr>")
+
+
+def _charts(charts: Mapping[str, Any]) -> str:
+    points = charts["points"]
+    note = "" if charts["complete"] else " (earlier commits removed files the page cannot size: not drawn)"
+    small = fmt_bytes(int(charts["small_file_bytes"]))
+    pictures = [chart_svg(points, "files", "Live files"), chart_svg(points, "bytes", "Size", bytes_text),
+                chart_svg(points, "rows", "Stored rows"),
+                chart_svg(points, "small_files", f"Small files (< {small})")]
+    span = f"commits #{points[0]['seq']} to #{points[-1]['seq']}" if points else "no commits"
+    return (f"<h2 id='charts'>Charts</h2><p class='muted'>After each commit, {escape(span)}{escape(note)}.</p>"
+            f"<div class='charts'>{''.join(pictures)}</div>")
+
+
+def _timeline(detail: Mapping[str, Any]) -> str:
+    s = detail["summary"]
     instants = "".join(_instant_row(i) for i in detail["instants"])
     shown = len(detail["instants"])
     more = ""
@@ -80,34 +375,43 @@ def table_page(detail: Mapping[str, Any], layouts: Sequence[str]) -> str:
         else:
             more += (f"A page shows at most {MAX_TIMELINE_PAGE:,}: <code>airflow-lake timeline "
                      f"{escape(s['path'])} --limit 0</code> lists them all.</p>")
-    body = (
-        "<p><a href='./'>&larr; all tables</a></p>"
-        f"<h1 id='table-name'>{escape(s['name'])}</h1><p class='muted'>{escape(s['path'])}</p>"
-        "<table id='totals'><tr><th>Rows</th><th>Files</th><th>Size</th><th>Instants</th><th>Buckets</th>"
-        "<th>Key</th></tr>"
-        f"<tr><td class='n rows'>{s['rows']:,}</td><td class='n files'>{s['files']:,}</td>"
-        f"<td class='n'>{fmt_bytes(s['bytes'])}</td><td class='n instants'>{s['seq'] + 1:,}</td>"
-        f"<td>{escape(_bucket_text(s['bucket']))}</td><td>{escape(', '.join(s['primary_key'] or []) or '-')}</td>"
-        "</tr></table>"
-        f"<h2>Clustering</h2><p id='since'>{plans['commits_since_last_clustering']} commit(s) since the last "
-        f"clustering ({escape(plans['last_clustering'] or 'never')}); {len(plans['plans'])} pending plan(s).</p>"
-        + (f"<table id='plans'><tr><th>Plan</th><th>Requested</th><th>Layout</th><th>Groups</th><th>Input files</th>"
-           f"<th>Output files</th></tr>{plan_rows}</table>" if plan_rows else "")
-        + f"<h2>Layout</h2><div class='layouts'>{''.join(layouts)}</div>"
-        "<h2>Timeline</h2><table id='timeline'><thead><tr><th>Seq</th><th>Instant</th><th>Action</th>"
-        "<th>Operation</th><th>State</th><th>Completed (UTC)</th><th>Versions</th><th>Summary</th><th>Metrics</th>"
-        f"</tr></thead><tbody>{instants}</tbody></table>{more}")
-    return _page(f"Lake: {s['name']}", body)
+    return ("<h2 id='timeline-section'>Timeline</h2><table id='timeline'><thead><tr><th>Seq</th><th>Instant</th>"
+            "<th>Action</th><th>Operation</th><th>State</th><th>Completed (UTC)</th><th>Versions</th>"
+            "<th>Made by (DAG run, task)</th><th>Summary</th><th>Metrics</th>"
+            f"</tr></thead><tbody>{instants}</tbody></table>{more}")
+
+
+def task_link(task: Mapping[str, Any]) -> str:
+    """The Airflow UI's page of a task instance, relative to the Lake app (mounted at <base>/lake/):
+    ../dags/<dag>/runs/<run>/tasks/<task>[/mapped/<map index>], each part URL-encoded."""
+    parts = [quote(str(task[k]), safe="") for k in ("dag_id", "run_id", "task_id")]
+    link = f"../dags/{parts[0]}/runs/{parts[1]}/tasks/{parts[2]}"
+    map_index = task.get("map_index")
+    if isinstance(map_index, int) and map_index >= 0:
+        link += f"/mapped/{map_index}"
+    return link
+
+
+def _task_cell(item: Mapping[str, Any]) -> str:
+    task = task_of(item.get("metadata") or {})
+    if task is None:
+        return "<td class='task'></td>"
+    mapped = f" [{task['map_index']}]" if isinstance(task["map_index"], int) and task["map_index"] >= 0 else ""
+    tried = f", try {task['try_number']}" if task["try_number"] is not None else ""
+    return (f"<td class='task'><a class='task-link' data-ui-link href='{escape(task_link(task))}' target='_top' "
+            f"title='{escape(task['run_id'])}'>{escape(task['dag_id'])} &rsaquo; {escape(task['task_id'])}"
+            f"{escape(mapped)}</a><div class='muted'>{escape(task['run_id'])}{escape(tried)}</div></td>")
 
 
 def _instant_row(item: Mapping[str, Any]) -> str:
     metrics = item.get("metrics") or {}
     detail = escape(json.dumps(metrics, indent=1, sort_keys=True, default=str)) if metrics else ""
-    return (f"<tr class='instant'><td class='n'>{'' if item.get('seq') is None else item['seq']}</td>"
+    anchor = f" id='seq-{item['seq']}'" if item.get("seq") is not None and item.get("state") == "completed" else ""
+    return (f"<tr class='instant'{anchor}><td class='n'>{'' if item.get('seq') is None else item['seq']}</td>"
             f"<td>{escape(item['id'])}</td><td>{escape(item['action'])}</td><td>{escape(item['operation'])}</td>"
             f"<td class='state-{escape(item['state'])}'>{escape(item['state'])}</td>"
             f"<td>{fmt_time(item.get('completed_at'))}</td><td class='versions'>{escape(versions_text(item))}</td>"
-            f"<td>{escape(instant_summary(item))}</td>"
+            f"{_task_cell(item)}<td>{escape(instant_summary(item))}</td>"
             f"<td>{f'<details><summary>metrics</summary><pre>{detail}</pre></details>' if detail else ''}</td></tr>")
 
 

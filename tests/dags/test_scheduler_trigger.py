@@ -156,7 +156,8 @@ def test_trigger_over_rest_assets_and_deferrable_maintenance(tmp_path: Path, con
         # the Lake task link of the first run points at its table's page
         links = stack.api.get(f"/api/v2/dags/{PIPELINE}/dagRuns/{first}/taskInstances/build_dm_work_7d/links")
         assert links.status_code == 200, stack.log_tail("api-server")
-        assert links.json()["extra_links"]["Lake table"] == f"{stack.url}/lake/table?ref=0/dm_work_7d", links.text
+        assert links.json()["extra_links"]["Lake table"] == \
+            f"{stack.url}/plugin/lake/lake/table?ref=0/dm_work_7d", links.text  # the page inside the UI
 
         # a person in Chromium: logs in, reads the Lake page, triggers the second run with the form
         second = ui_trigger(stack, lake)

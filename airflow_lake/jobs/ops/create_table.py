@@ -9,6 +9,7 @@ from typing import Any
 from airflow_lake.jobs.ops.common import table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.commit import requests
+from airflow_lake.lake.format import spec_history
 from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.spec.table_spec import TableSpec
 from airflow_lake.lake.table import LakeTable
@@ -39,13 +40,19 @@ def parse(raw: Mapping[str, Any]) -> CreateTableSpec:
 
 
 def execute(_spark: Any, spec: CreateTableSpec) -> dict[str, Any]:
-    """Create the table; with if_exists=ignore an identical existing table is fine."""
+    """Create the table; with if_exists=ignore an existing table is fine if the spec is its spec or one it reached
+    its spec from through the provider's operations (`spec_changed_by` and `spec_differences` then say how)."""
     existed = LakeTable.exists(spec.table)
     table = LakeTable.create(spec.table, spec.spec, exist_ok=spec.if_exists == "ignore",
                              request_id=spec.request_id)
     first = table.commit_log.read(0)
     ours = not existed or (spec.request_id is not None and first.request_id == spec.request_id)
-    return requests.result(table.url, "create_table", first, created=ours)
+    if not existed:
+        return requests.result(table.url, "create_table", first, created=ours)
+    reached = spec_history.reached_from(table, spec.spec)  # (accepted by `create`: a few log reads at most)
+    return requests.result(table.url, "create_table", first, created=ours,
+                           spec_changed_by=[c.to_dict() for c in reached.changes],
+                           spec_differences=[str(d) for d in reached.differences])
 
 
 register(Operation("create_table", parse, execute, needs_spark=False,

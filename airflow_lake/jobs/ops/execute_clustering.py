@@ -49,7 +49,8 @@ def parse(raw: Mapping[str, Any]) -> ExecuteSpec:
 
 def execute(spark: Any, spec: ExecuteSpec) -> dict[str, Any]:
     """Run the plan(s). A retry returns the commits its earlier tries made (`already_committed`) and, for
-    which="all", runs the plans still pending; `plans` lists every plan of the request."""
+    which="all", runs the plans still pending; `plans` lists every plan of the request. `noop` is true exactly
+    when no plan ran or was returned (`plan_id` null, `reason` says why)."""
     table = LakeTable.open(spec.table)
     request = request_of(EXECUTE_OPERATION, spec, ignore=("parallelism",))
     ran = execute_clustering(table, spark, plan_id=spec.plan_id, which=spec.which, request_id=spec.request_id,
@@ -58,9 +59,10 @@ def execute(spark: Any, spec: ExecuteSpec) -> dict[str, Any]:
                            "plans_executed": len(ran),
                            "plans_already_committed": sum(1 for r in ran if r.already_committed)}
     if not ran:
-        return {**out, "noop": True, "reason": "no pending clustering plan"}
+        return {**out, "plan_id": None, "noop": True, "reason": "no pending clustering plan"}
     runs = [result_metrics(r) for r in ran]
     out.update(runs[0])
+    out["noop"] = False
     if len(runs) > 1:
         out["plans"] = runs
     return out

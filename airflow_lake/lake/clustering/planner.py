@@ -18,12 +18,18 @@ Files under another bucketing (before a bucket count changed) are left to `bucke
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_lake.lake.clustering.partition_regex import PartitionPattern
 from airflow_lake.lake.clustering.plan import PlanGroup
-from airflow_lake.lake.clustering.strategy import DAY_ROLLING, RECENT_DAYS, SELECTED_PARTITIONS, PlanStrategy
+from airflow_lake.lake.clustering.strategy import (
+    COMMITS_SINCE_LAST_CLUSTERING,
+    DAY_ROLLING,
+    RECENT_DAYS,
+    SELECTED_PARTITIONS,
+    PlanStrategy,
+)
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
 from airflow_lake.lake.spec.partitions import partition_order_key
 
@@ -44,10 +50,11 @@ def _order(spec: TableSpec, partition: Mapping[str, str | None]) -> tuple[int, t
     return (1, ()) if key is None else (0, key)  # partitions with a null value sort last
 
 
-def select_partitions(spec: TableSpec, existing: Sequence[Mapping[str, str | None]], strategy: PlanStrategy
-                      ) -> list[dict[str, str | None]]:
+def select_partitions(spec: TableSpec, existing: Sequence[Mapping[str, str | None]], strategy: PlanStrategy,
+                      committed: Collection[PartitionKey] = ()) -> list[dict[str, str | None]]:
     """The partitions to plan, newest first: the explicit list (those that exist), else the regex and the
-    filter mode over the existing partitions."""
+    filter mode over the existing partitions. `committed`: the partitions the commits since the last clustering
+    wrote to (COMMITS_SINCE_LAST_CLUSTERING)."""
     if strategy.partitions:
         present = {tuple(sorted(p.items())) for p in existing}
         chosen = [dict(p) for p in strategy.partitions if tuple(sorted(p.items())) in present]
@@ -66,6 +73,9 @@ def select_partitions(spec: TableSpec, existing: Sequence[Mapping[str, str | Non
                  and (low is None or key >= low) and (high is None or key <= high)]
     elif strategy.filter_mode == DAY_ROLLING:
         parts = [p for i, p in enumerate(parts) if i % 24 == strategy.hour]
+    elif strategy.filter_mode == COMMITS_SINCE_LAST_CLUSTERING:
+        wanted = set(committed)
+        parts = [p for p in parts if tuple(sorted(p.items())) in wanted]
     return list(reversed(parts))
 
 

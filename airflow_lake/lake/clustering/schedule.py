@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.lake.clustering import planner
 from airflow_lake.lake.clustering.layout import Layout
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, SCHEDULE_OPERATION, ClusteringPlan
-from airflow_lake.lake.clustering.strategy import PlanStrategy
-from airflow_lake.lake.clustering.timeline import commits_since, pending_plans, planned_files
+from airflow_lake.lake.clustering.strategy import COMMITS_SINCE_LAST_CLUSTERING, PlanStrategy
+from airflow_lake.lake.clustering.timeline import PendingPlan, commits_since, pending_plans, planned_files
 from airflow_lake.lake.commit import requests
 from airflow_lake.lake.errors import LakeCommitConflict, LakeSpecError
 from airflow_lake.lake.format import instants, paths
@@ -32,20 +32,28 @@ LOCK_WAIT_SECONDS = 30.0
 
 @dataclass(frozen=True)
 class ScheduleResult:
-    """A plan id (None: no plan) and why."""
+    """A plan id (None: no plan) and why; `existing_plan`: the plan was stored before this call (by an earlier try
+    of the request, or by another schedule whose plan holds the files), `executed_by`: the instant that has
+    executed it since."""
 
     plan_id: str | None
     reason: str
     commits: int
     plan: ClusteringPlan | None = None
-    already_scheduled: bool = False
+    existing_plan: bool = False
     details: dict[str, Any] = field(default_factory=dict)
+    executed_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Metrics for XCom."""
-        out: dict[str, Any] = {"plan_id": self.plan_id, "scheduled": self.plan_id is not None,
-                               "reason": self.reason, "commits_since_last_clustering": self.commits,
-                               "already_scheduled": self.already_scheduled, **self.details}
+        """Metrics for XCom; each field means one thing (docs/api.md, "XCom of the clustering operators"):
+        `noop` is true exactly when no plan was created or returned (`plan_id` null; `reason` says why)."""
+        out: dict[str, Any] = {"plan_id": self.plan_id, "noop": self.plan_id is None,
+                               "scheduled": self.plan_id is not None, "existing_plan": self.existing_plan,
+                               "already_scheduled": self.existing_plan,  # (its older name)
+                               "already_committed": self.executed_by is not None, "reason": self.reason,
+                               "commits_since_last_clustering": self.commits, **self.details}
+        if self.executed_by is not None:
+            out["executed_by"] = self.executed_by
         if self.plan is not None:
             out.update(self.plan.summary())
         return out
@@ -73,7 +81,7 @@ def schedule_clustering(table: TableMetadata, strategy: PlanStrategy, layout: La
                 stored = next((p.metadata for p in instants.pending(table.storage) if p.id == pending.id), {})
                 request.check_same(stored, f"clustering plan {pending.id}")
                 return ScheduleResult(pending.id, "scheduled by an earlier try of this request", 0, pending.plan,
-                                      already_scheduled=True)
+                                      existing_plan=True)
     counted = commits_since(table)
     if counted.count < strategy.min_commits:
         reason = (f"{counted.count} commit(s) since the last clustering, fewer than min_commits="
@@ -85,13 +93,26 @@ def schedule_clustering(table: TableMetadata, strategy: PlanStrategy, layout: La
         spec = table.spec
         files = list(state.files.values())
         existing = list({f.partition_key(): dict(f.partition) for f in files}.values())
-        chosen = planner.select_partitions(spec, existing, strategy)
-        excluded = planned_files(pending_plans(table))
+        chosen = planner.select_partitions(spec, existing, strategy, committed=counted.partitions)
+        waiting = pending_plans(table)
+        excluded = planned_files(waiting)
         groups = planner.build_groups(spec, files, chosen, strategy, excluded=excluded, sorts=bool(layout.columns),
                                       made_by_clustering=_made_by_clustering(table, state.instants))
-        details = {"partitions_chosen": len(chosen), "files_under_pending_plans": len(excluded)}
+        details: dict[str, Any] = {"partitions_chosen": len(chosen), "files_under_pending_plans": len(excluded)}
+        if strategy.filter_mode == COMMITS_SINCE_LAST_CLUSTERING:
+            details["partitions_with_commits"] = len(counted.partitions)
         if not groups:
+            holding = _pending_plans_over(waiting, chosen)
             reason = f"nothing to cluster in {len(chosen)} chosen partition(s) (no small files to merge)"
+            if holding:
+                # not this request's plans: another schedule's (whose execute may have failed) — never planned
+                # twice, and not run by this request's execute either; say where the files are
+                ids = " ".join(p.id for p in holding)
+                reason = (f"nothing to cluster in {len(chosen)} chosen partition(s): their small files are under "
+                          f"pending plan(s) {ids}, scheduled by another request and not executed yet (run them with "
+                          f"ExecuteClusteringOperator(which=\"all\") or drop them: `airflow-lake rollback-pending "
+                          f"{table.url} {ids}`)")
+                details["pending_plans"] = [p.id for p in holding]
             log.info("no clustering plan for %s: %s", table.url, reason)
             return ScheduleResult(None, reason, counted.count, details=details)
         plan = ClusteringPlan(tuple(groups), layout, state.seq, strategy.to_dict())
@@ -116,7 +137,14 @@ def _executed_plan(table: TableMetadata, request_id: str | None) -> ScheduleResu
     plan_id = str(entry.metadata[COMPLETES])
     log.info("clustering plan %s of request %s was executed by instant %s", plan_id, request_id, entry.instant)
     return ScheduleResult(plan_id, f"scheduled by an earlier try of this request, executed since by instant "
-                          f"{entry.instant}", 0, None, already_scheduled=True)
+                          f"{entry.instant}", 0, None, existing_plan=True, executed_by=entry.instant)
+
+
+def _pending_plans_over(pending: list[PendingPlan], chosen: list[dict[str, str | None]]) -> list[PendingPlan]:
+    """The pending plans with a group in one of the chosen partitions, oldest first."""
+    wanted = {tuple(sorted(p.items())) for p in chosen}
+    return [p for p in pending if p.plan is not None
+            and any(tuple(sorted(g.partition.items())) in wanted for g in p.plan.groups)]
 
 
 def _made_by_clustering(table: TableMetadata, seqs: dict[str, int]) -> Any:

@@ -15,7 +15,10 @@ from airflow_lake.lake.spec.table_spec import TableSpec
 
 MB = 1024 * 1024
 NONE, RECENT_DAYS, SELECTED_PARTITIONS, DAY_ROLLING = "NONE", "RECENT_DAYS", "SELECTED_PARTITIONS", "DAY_ROLLING"
-FILTER_MODES = (NONE, RECENT_DAYS, SELECTED_PARTITIONS, DAY_ROLLING)
+# ours, not Hudi's: the partitions the commits counted since the last clustering wrote to (the commits that fired
+# the sensor) — a backfill into an old day plans that day, where RECENT_DAYS would plan the newest by value
+COMMITS_SINCE_LAST_CLUSTERING = "COMMITS_SINCE_LAST_CLUSTERING"
+FILTER_MODES = (NONE, RECENT_DAYS, SELECTED_PARTITIONS, DAY_ROLLING, COMMITS_SINCE_LAST_CLUSTERING)
 MAX_REGEX = 1000
 Partition = dict[str, str | None]
 
@@ -88,7 +91,8 @@ class PlanStrategy:
         if mode == DAY_ROLLING and out.hour is None:
             raise LakeSpecError(reader.field("hour"), "DAY_ROLLING needs the hour of the run (0-23).",
                                 "Give `hour` (the operator passes the hour of the run's logical date).")
-        if mode in (RECENT_DAYS, SELECTED_PARTITIONS, DAY_ROLLING) and not spec.partition_columns:
+        if mode in (RECENT_DAYS, SELECTED_PARTITIONS, DAY_ROLLING, COMMITS_SINCE_LAST_CLUSTERING) and \
+                not spec.partition_columns:
             raise LakeSpecError(reader.field("filter_mode"), f"{mode} chooses partitions, but the table is not "
                                 "partitioned.", "Use filter_mode NONE.")
         return out

@@ -30,6 +30,9 @@ class CommitCount:
     since: str  # "last_clustering", "start" or an instant id
     since_instant: str | None  # the instant counted from (None: the table's start)
     head_seq: int
+    # the partitions the counted commits added files to (what COMMITS_SINCE_LAST_CLUSTERING plans), by their
+    # latest counted commit, oldest first
+    partitions: tuple[tuple[tuple[str, str | None], ...], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (XCom, trigger events)."""
@@ -54,6 +57,7 @@ def commits_since(table: TableMetadata, since: str = LAST_CLUSTERING, actions: C
                                        "or 'start'.")
         stop, since_instant = seq, since
     counted: list[str] = []
+    partitions: dict[tuple[tuple[str, str | None], ...], None] = {}  # (ordered: newest first, reversed below)
     seq = head
     while seq > stop:
         entry = table.commit_log.read(seq)
@@ -62,9 +66,11 @@ def commits_since(table: TableMetadata, since: str = LAST_CLUSTERING, actions: C
             break
         if entry.action in wanted:
             counted.append(entry.instant)
+            for data_file in entry.added:
+                partitions[data_file.partition_key()] = None
         seq -= 1
     counted.reverse()
-    return CommitCount(len(counted), tuple(counted), since, since_instant, head)
+    return CommitCount(len(counted), tuple(counted), since, since_instant, head, tuple(reversed(partitions)))
 
 
 def check_since(since: Any) -> str:

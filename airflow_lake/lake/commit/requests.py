@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.commit import recovery
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.format.instants import PLAN_OPERATION
+from airflow_lake.lake.format.log import PLAN_REQUEST_ID
 from airflow_lake.lake.format.operation_names import same_operation
 
 if TYPE_CHECKING:
@@ -41,6 +43,14 @@ class Request:
     operation: str
     request_id: str | None
     fingerprint: str | None = None
+
+    def __post_init__(self) -> None:
+        # "" used to pass for "no request id", so a template that rendered empty silently turned a retry into a
+        # second commit: only None asks for no idempotency
+        if self.request_id is not None and (not isinstance(self.request_id, str) or not self.request_id.strip()):
+            raise LakeSpecError("request_id", f"{self.request_id!r} is no request id: a blank id would make every "
+                                "call a new request, so a retry would commit again.",
+                                "Give a non-blank string (or None for no idempotency). " + FIX)
 
     def metadata(self) -> dict[str, str]:
         """What a commit of this request records, so a later call can tell a retry from a reused id."""
@@ -106,6 +116,9 @@ def find_committed(table: TableMetadata, request_id: str | None, operation: str 
     entry = None if seq is None else table.commit_log.read(seq)
     if entry is None:
         return None
+    if operation is not None and same_operation(operation, PLAN_OPERATION) and entry.request_id != request_id \
+            and entry.metadata.get(PLAN_REQUEST_ID) == request_id:
+        return None  # the commit that executed the plan this schedule stored: a schedule itself commits nothing
     if operation is not None and not same_operation(entry.operation, operation):  # (an entry under an old name too)
         raise LakeSpecError("request_id", f"{request_id!r} was already used by instant {entry.instant} "
                             f"(operation {entry.operation}, log entry {entry.seq}); a retry is the same operation "

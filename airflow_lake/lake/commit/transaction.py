@@ -22,7 +22,7 @@ from airflow_lake.lake.commit.conflicts import CommitIntent, check
 from airflow_lake.lake.commit.heartbeat import Heartbeat
 from airflow_lake.lake.commit.reads import TableRead
 from airflow_lake.lake.errors import LakeCommitConflict, LakeError
-from airflow_lake.lake.format import instants
+from airflow_lake.lake.format import commit_info, instants
 from airflow_lake.lake.format.data_files import DataFile
 from airflow_lake.lake.format.log import COMPLETES, LogEntry
 from airflow_lake.lake.format.snapshots import TableState
@@ -43,7 +43,7 @@ class Transaction:
         self.action = action
         self.operation = operation
         self.base = base
-        self.metadata = dict(metadata)
+        self.metadata = commit_info.stamp(metadata)  # (as the log will record it: the entry returned matches)
         self.request_id = request_id
         self.started_at = time.time()
         storage = table.storage

@@ -7,9 +7,9 @@
   key a column `stats_<i>`, a struct `{min, max, nulls}` that is null where the file has no stats for it
   (`stats_columns.py`);
 * then one row per tombstone: `path`, `removed_seq`, `removed_at` (the other columns null);
-* the small rest of the state (spec, the instant / request / rollback / upsert version indexes, `cleaned_before`,
-  `completed_at`, `seq`, the stats keys and how their values are typed) as JSON in the file's key-value
-  metadata under `lake.state`, with its CRC-32 under `lake.state.crc32`.
+* the small rest of the state (spec, the instant / request / rollback / upsert version / spec change indexes,
+  `cleaned_before`, `completed_at`, `seq`, the stats keys and how their values are typed) as JSON in the file's
+  key-value metadata under `lake.state`, with its CRC-32 under `lake.state.crc32`.
 
 Pages carry CRC-32 checksums, verified on every read. Opening a checkpoint decodes every column except the
 stats, which its files read lazily (`stats_columns.py`): a snapshot without filters never pays for stats,
@@ -43,7 +43,12 @@ from airflow_lake.lake.format.stats_columns import (
     stats_arrays,
 )
 from airflow_lake.lake.format.storage import Storage
-from airflow_lake.lake.format.table_state import TableState, versions_from_pairs, versions_to_pairs
+from airflow_lake.lake.format.table_state import (
+    TableState,
+    spec_changes_from,
+    versions_from_pairs,
+    versions_to_pairs,
+)
 
 __all__ = ["UNREADABLE", "decode", "encode", "read", "retain", "write"]
 PARQUET_FORMAT = 2  # `format` in `lake.state`; 1 is the JSON form of `TableState.to_dict`
@@ -93,6 +98,8 @@ def encode(state: TableState) -> bytes:
     }
     if state.versions is not None:
         meta["versions"] = versions_to_pairs(state.versions)
+    if state.spec_changes is not None:
+        meta["spec_changes"] = state.spec_changes
     text = json.dumps(meta, separators=(",", ":"), sort_keys=True, default=str).encode()
     table = pa.Table.from_arrays(list(columns.values()), names=list(columns))
     table = table.replace_schema_metadata({STATE_KEY: text, CRC_KEY: str(zlib.crc32(text)).encode()})
@@ -183,7 +190,8 @@ def decode(data: bytes, recover: Callable[[], StatsOf] | None = None) -> TableSt
     return TableState(int(meta["seq"]), str(meta["instant"]), dict(meta["spec"]), files, tombstones,
                       dict(meta["instants"]), dict(meta["requests"]), dict(meta["rolled_back"]),
                       int(meta["cleaned_before"]), float(meta["completed_at"]),
-                      versions_from_pairs(meta.get("versions")))  # absent: written before the index
+                      versions_from_pairs(meta.get("versions")),  # absent: written before the index
+                      spec_changes_from(meta.get("spec_changes")))  # (the same)
 
 
 @contextmanager

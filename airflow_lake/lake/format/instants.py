@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_lake.lake.format import paths
+from airflow_lake.lake.format import commit_info, paths
 from airflow_lake.lake.format.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ def request(storage: Storage, action: str, operation: str, metadata: Mapping[str
             "operation": operation,
             "requested_at": time.time(),
             "request_id": request_id,
-            "metadata": dict(metadata),
+            "metadata": commit_info.stamp(metadata),  # a pending plan or write shows who holds it
             # who reserved it: a writer that dies before going inflight is then known dead at once
             "host": socket.gethostname(),
             "pid": os.getpid(),

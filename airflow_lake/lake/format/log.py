@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake.lake.errors import LakeError
-from airflow_lake.lake.format import paths
+from airflow_lake.lake.format import commit_info, paths
 from airflow_lake.lake.format.data_files import DataFile
 from airflow_lake.lake.format.storage import Storage
 
@@ -139,5 +139,8 @@ class CommitLog:
             yield self.read(seq)
 
     def try_append(self, entry: LogEntry) -> bool:
-        """Create the entry's file; False if another writer took that number first."""
-        return self.storage.create_json(paths.log_file(entry.seq), entry.to_dict())  # head() probes past it
+        """Create the entry's file; False if another writer took that number first. Every writer of the log
+        passes here, so this is where an entry records the context's commit info (`commit_info`)."""
+        raw = entry.to_dict()
+        raw["metadata"] = commit_info.stamp(raw["metadata"])
+        return self.storage.create_json(paths.log_file(entry.seq), raw)  # head() probes past it

@@ -2,7 +2,8 @@
 
 The state holds the table spec, the live files, the removed files not yet cleaned, and indexes
 (instant -> seq, request id -> seq, rolled-back instant -> seq, upsert version -> seq of the upsert that
-applied it). Snapshots freeze it (`snapshot.py`); checkpoints store it (`checkpoints.py`).
+applied it, the seqs of the entries that set the spec). Snapshots freeze it (`snapshot.py`); checkpoints store
+it (`checkpoints.py`).
 
 A `restore` entry (`maintenance/restore.py`) sets the upsert version index and the request index to those of the
 snapshot it restores (its metadata `versions` and `requests`): what it undid is no longer applied or committed.
@@ -42,6 +43,9 @@ class TableState:
     # version -> seq of the upsert entry that applied it (a later replacing upsert wins); None: not known
     # (a state read from a checkpoint written before the index: `SnapshotResolver` rebuilds it from the log)
     versions: dict[int, int] | None = field(default_factory=dict)
+    # seqs of the entries that set the spec, oldest first (0: the create), so the spec's history costs a few
+    # log reads (`spec_history.py`); None: not known (a checkpoint written before the index)
+    spec_changes: list[int] | None = field(default_factory=list)
 
     def apply(self, entry: LogEntry) -> None:
         """Fold one entry into the state."""
@@ -51,6 +55,8 @@ class TableState:
             if entry.metadata["spec"].get("bucket") != self.spec.get("bucket"):  # else every file reads as before
                 _stamp_bucketing(self.files, self.spec)
             self.spec = dict(entry.metadata["spec"])
+            if self.spec_changes is not None:
+                self.spec_changes.append(entry.seq)
         for path in entry.removed:
             if self.files.pop(path, None) is not None:
                 self.tombstones[path] = [entry.seq, entry.completed_at]
@@ -88,7 +94,8 @@ class TableState:
         return TableState(self.seq, self.instant, dict(self.spec), dict(self.files),
                           dict(self.tombstones), dict(self.instants), dict(self.requests),
                           dict(self.rolled_back), self.cleaned_before, self.completed_at,
-                          None if self.versions is None else dict(self.versions))
+                          None if self.versions is None else dict(self.versions),
+                          None if self.spec_changes is None else list(self.spec_changes))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the legacy checkpoint format; also handy for tools)."""
@@ -98,6 +105,7 @@ class TableState:
             "instants": self.instants, "requests": self.requests, "rolled_back": self.rolled_back,
             "cleaned_before": self.cleaned_before, "completed_at": self.completed_at,
             **({} if self.versions is None else {"versions": versions_to_pairs(self.versions)}),
+            **({} if self.spec_changes is None else {"spec_changes": self.spec_changes}),
         }
 
     @classmethod
@@ -107,7 +115,7 @@ class TableState:
         return cls(int(raw["seq"]), raw["instant"], dict(raw["spec"]), {f.path: f for f in files},
                    dict(raw["tombstones"]), dict(raw["instants"]), dict(raw["requests"]),
                    dict(raw["rolled_back"]), int(raw["cleaned_before"]), float(raw["completed_at"]),
-                   versions_from_pairs(raw.get("versions")))
+                   versions_from_pairs(raw.get("versions")), spec_changes_from(raw.get("spec_changes")))
 
 
 def upsert_versions(entry: LogEntry) -> list[int]:
@@ -135,6 +143,11 @@ def versions_to_pairs(versions: Mapping[int, int]) -> list[list[int]]:
 def versions_from_pairs(pairs: Any) -> dict[int, int] | None:
     """Inverse of `versions_to_pairs`; None when a stored state predates the index."""
     return None if pairs is None else {int(version): int(seq) for version, seq in pairs}
+
+
+def spec_changes_from(raw: Any) -> list[int] | None:
+    """The stored spec change index; None when a stored state predates it."""
+    return None if raw is None else [int(seq) for seq in raw]
 
 
 def _stamp_bucketing(files: dict[str, DataFile], spec: Mapping[str, Any]) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from airflow_lake.lake.errors import LakeSchemaError, LakeSpecError
+from airflow_lake.lake.sources import nanos
 from airflow_lake.lake.spark.schema import check_columns, spark_type
 from airflow_lake.lake.spec.table_spec import TableSpec
 
@@ -193,6 +194,8 @@ def _read_error(err: Exception, path: str, fmt: str, field: str) -> LakeSpecErro
                              "files).", "Point it at the files to write, or skip the write when there are none.")
     if "PATH_NOT_FOUND" in text:
         return LakeSpecError(f"{field}.path", f"{path!r} does not exist.", "Give an existing file or directory.")
+    if (nanoseconds := nanos.read_error(text, path, field)) is not None:
+        return nanoseconds
     return LakeSpecError(f"{field}.path", f"cannot read {path!r} as {fmt}: {text}",
                          f"Check the files and `{field}.options`.")
 
@@ -286,12 +289,12 @@ _CSV_HEADER = re.compile(r"CSV header does not conform to the schema\.\s*Header:
                          r"\s*Expected: ([^\n]*?) but found: ([^\n]*)\n\s*CSV file: ([^\n]*)")
 
 
-def source_error(err: Exception) -> LakeSchemaError | None:
+def source_error(err: Exception) -> LakeSchemaError | LakeSpecError | None:
     """A clear error for a source file that Spark refused while the write ran (a CSV file whose header differs
-    from the first file's), or None."""
+    from the first file's, a Parquet file with nanosecond timestamps), or None."""
     match = _CSV_HEADER.search(str(err))
     if match is None:
-        return None
+        return nanos.mismatch_error(str(err))
     header, schema, expected, found, file = (g.strip() for g in match.groups())
     return LakeSchemaError(f"the CSV file {file} has the header [{header}] but the first file has [{schema}] "
                            f"(expected {expected!r}, found {found!r}); nothing was committed. Fix: give every "

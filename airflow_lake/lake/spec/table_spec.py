@@ -28,9 +28,17 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "checkpoint.interval": "100",
     "checkpoint.retain.count": "5",
     "clean.retain.hours": "168",
+    # thresholds of the table health warnings (`airflow_lake.health`, shown by `airflow-lake ls` and the Lake page)
+    "health.small_file_bytes": "134217728",
+    "health.small_file_share": "0.5",
+    "health.bucket_skew": "5",
+    "health.bucket_skew_min_rows": "10000",
+    "health.pending_age_seconds": "3600",
+    "health.commits_since_clustering": "8",
 }
 
-INTEGER_PROPERTIES = frozenset({"checkpoint.interval", "checkpoint.retain.count"})
+INTEGER_PROPERTIES = frozenset({"checkpoint.interval", "checkpoint.retain.count", "health.small_file_bytes",
+                                "health.bucket_skew_min_rows", "health.commits_since_clustering"})
 # Free-form properties (notes, owners, tags) live under this prefix; any other unknown name is a typo.
 log = logging.getLogger(__name__)
 USER_PROPERTY_PREFIX = "user."
