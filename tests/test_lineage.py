@@ -247,6 +247,18 @@ def test_upkeep_reads_the_table_and_produces_no_dataset(lake: dict[str, Any], st
         assert_commit(got["inputs"][0], lake["ods"], lake["clean"])
 
 
+def test_the_sensor_reads_the_table_it_watches(lake: dict[str, Any]) -> None:
+    """A CommitCountSensor gates the tasks after it on a table: the table is its input, with its schema."""
+    from openlineage.client.serde import Serde
+
+    from airflow_lake.sensors.commit_count import CommitCountSensor
+
+    result = CommitCountSensor(task_id="t", table=lake["ods"], min_commits=1).get_openlineage_facets_on_complete(None)
+    inputs = [json.loads(Serde.to_json(d)) for d in result.inputs]
+    assert names(inputs) == [("file", lake["ods"])] and result.outputs == []
+    assert schema(inputs[0]) == ODS_COLUMNS
+
+
 def test_a_task_without_metrics_still_names_its_datasets(lake: dict[str, Any]) -> None:
     """A failed task (or one that pushes no XCom): the datasets with the table's current schema, no commit."""
     op = LakeWriteOperator(task_id="t", table=lake["dwd"], query=lake["query"],

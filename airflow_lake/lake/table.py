@@ -154,11 +154,14 @@ class LakeTable(TableMetadata):
         return begin(self, action, operation, metadata, request_id=request_id, recover=recover, base=base)
 
     def write(self, df: DataFrame, *, mode: str = "append", partitions: Sequence[Mapping[str, Any]] | str | None = None,
-              request_id: str | None = None) -> LogEntry:
-        """Append `df`, or overwrite the whole table, the listed partitions, or ('dynamic') those in `df`."""
+              request_id: str | None = None, schema_evolution: str = "none") -> LogEntry:
+        """Append `df`, or overwrite the whole table, the listed partitions, or ('dynamic') those in `df`.
+        `schema_evolution="add_columns"` adds the columns of `df` the table lacks in the same commit (off by
+        default: a new column is refused, naming this option)."""
         from airflow_lake.lake.write import append_overwrite as lake_write
 
-        return lake_write.write(self, df, mode=mode, partitions=partitions, request_id=request_id)
+        return lake_write.write(self, df, mode=mode, partitions=partitions, request_id=request_id,
+                                schema_evolution=schema_evolution)
 
     def delete(self, spark: SparkSession, *, filters: Iterable[Sequence[Any]] | None = None, where: str | None = None,
                request_id: str | None = None) -> LogEntry | None:

@@ -107,6 +107,14 @@ def task_datasets(operation: str, table: str, fields: Mapping[str, Any],
     return out
 
 
+def watched_datasets(table: str) -> TaskDatasets:
+    """The datasets of a sensor that watched `table`'s timeline: the table is its one input (with its schema), as
+    a downstream task that waits on it reads it; a sensor writes nothing."""
+    out = TaskDatasets()
+    out.add(out.inputs, _input_table(table, None))
+    return out
+
+
 def commit_of(metrics: Mapping[str, Any]) -> Commit | None:
     """The commit the metrics report (a task running several plans reports their last), if any."""
     last = metrics

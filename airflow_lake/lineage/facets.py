@@ -26,7 +26,7 @@ from openlineage.client.facet_v2 import DatasetFacet
 from openlineage.client.generated.dataset_version_dataset import DatasetVersionDatasetFacet
 from openlineage.client.generated.storage_dataset import StorageDatasetFacet
 
-from airflow_lake.lineage.datasets import Commit, LakeDataset, operator_fields, task_datasets
+from airflow_lake.lineage.datasets import Commit, LakeDataset, operator_fields, task_datasets, watched_datasets
 
 COMMIT_FACET = "airflowLake_commit"  # custom facets carry their producer's prefix (OpenLineage spec)
 STORAGE_LAYER = "airflow_lake"
@@ -53,6 +53,12 @@ def operator_lineage(operator: Any, task_instance: Any = None) -> OperatorLineag
     found = task_datasets(str(operator.operation), str(operator.table), operator_fields(operator),
                           metrics if isinstance(metrics, Mapping) else None)
     return OperatorLineage(inputs=[_input(d) for d in found.inputs], outputs=[_output(d) for d in found.outputs])
+
+
+def sensor_lineage(sensor: Any) -> OperatorLineage:  # type: ignore[type-arg]
+    """The input of a `CommitCountSensor` task: the table whose commits it counted."""
+    found = watched_datasets(str(sensor.table))
+    return OperatorLineage(inputs=[_input(d) for d in found.inputs], outputs=[])
 
 
 def _facets(dataset: LakeDataset) -> dict[str, Any]:

@@ -78,6 +78,13 @@ class CommitCountSensor(BaseSensorOperator):
                    method_name="execute_complete", timeout=timedelta(seconds=float(self.timeout)))
         return None
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the watched table is this task's input (`airflow_lake.lineage`), so a lineage graph draws
+        the sensor between the table's writers and the tasks it gates."""
+        from airflow_lake.lineage.facets import sensor_lineage
+
+        return sensor_lineage(self)
+
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Back from the trigger: the count, or the trigger's error."""
         if not event or event.get("status") != "success":

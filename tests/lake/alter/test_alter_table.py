@@ -14,7 +14,6 @@ from airflow_lake.lake import faults
 from airflow_lake.lake.errors import LakeCommitConflict, LakeSchemaError, LakeSpecError
 from airflow_lake.lake.spark.session_conf import session_conf
 from airflow_lake.lake.table import LakeTable
-from airflow_lake.lake.write import append_overwrite
 from tests.lake.buckets.bucket_helpers import PLAN_CONF, file_rows_in_their_bucket
 
 OLD = "id INT, name STRING, amount FLOAT, note STRING, dt STRING"
@@ -110,14 +109,14 @@ def test_schema_evolution_adds_source_columns_in_the_write_commit(spark: Any, ev
     table, _, _ = evolved
     df = spark.createDataFrame([(20, 1, "z", 2.0, "d0", "new", 7)],
                                f"{NEW}, extra STRING, `count` INT")
-    entry = append_overwrite.write(table, df, schema_evolution="add_columns")
+    entry = table.write(df, schema_evolution="add_columns")  # the door, as a user calls it
     assert entry.action == "commit" and entry.metadata["added_columns"] == ["extra", "count"]
     assert table.spec.column_names == ["id", "c2", "label", "amount", "dt", "extra", "count"]
     assert [(c.name, c.type) for c in table.spec.columns][-2:] == [("extra", "string"), ("count", "int")]
     got = {r.id: (r.extra, r["count"]) for r in table.read(spark).collect()}
     assert got[20] == ("new", 7) and got[0] == (None, None) and len(got) == 11
     with pytest.raises(LakeSpecError, match="schema_evolution"):
-        append_overwrite.write(table, df, schema_evolution="merge")
+        table.write(df, schema_evolution="merge")
 
 
 def test_bucketed_reads_stay_bucketed_after_a_rename_and_an_add(spark: Any, table_path: str) -> None:
