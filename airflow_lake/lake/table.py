@@ -51,19 +51,17 @@ class LakeTable(TableMetadata):
         if table.storage.local and os.path.isfile(table.url):
             raise LakeSpecError("table", f"{table.url!r} is a file, not a directory.",
                                 "Give the path of a directory (it is created if it does not exist).")
-        if not table.storage.local:
-            # Spark writes the data files and the core moves them into place and commits; both are
-            # checked end to end on local (or mounted, shared) paths only, so refuse the rest up front.
-            raise LakeSpecError("table", f"{table.url!r} is not a local or mounted path; lake tables live on a "
-                                "file system path for now.", "Use a local path, or mount the store (a shared "
-                                "volume that Airflow and every Spark executor see).")
+        table.storage.check_commits()  # a store whose commits cannot be atomic is refused: `stores.refusal`
         now = time.time()
         entry = LogEntry(seq=0, instant=instants.format_id(int(now * 1000)), action="create",
                          operation="create_table", started_at=now, completed_at=now,
                          request_id=request_id, metadata={"spec": table_spec.to_dict()},
                          metrics={"columns": len(table_spec.columns), "created": True})
         if table.commit_log.head() < 0:
-            table_roots.check_new_root(table.url)  # before anything is written: no `_lake` left behind
+            if table.storage.local:  # before anything is written: no `_lake` left behind
+                table_roots.check_new_root(table.url)  # (it reads local directories: not checked on a store)
+            else:  # an S3-compatible server may ignore If-None-Match: create one key twice to see
+                table.storage.check_commits(probe=True)
             if table.commit_log.try_append(entry):
                 log.info("created lake table %s", table.url)
                 return table

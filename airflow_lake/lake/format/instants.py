@@ -236,7 +236,8 @@ def pending(storage: Storage) -> list[PendingInstant]:
             continue
         try:
             req = _read_pending(storage, requested_file(instant))
-            beats = [storage.mtime(requested_file(instant))]  # after the read: a finished instant is skipped
+            # after the read: a finished instant is skipped
+            beats = [_written_at(storage, requested_file(instant), req.get("requested_at"))]
         except FileNotFoundError:
             continue  # finished meanwhile
         has_inflight = f"{instant}.inflight.json" in names
@@ -244,8 +245,8 @@ def pending(storage: Storage) -> list[PendingInstant]:
         host, pid = _writer(req)
         if has_inflight:
             try:
-                beats.append(storage.mtime(inflight_file(instant)))
                 inflight = _read_pending(storage, inflight_file(instant))
+                beats.append(_written_at(storage, inflight_file(instant), inflight.get("started_at")))
                 raw_base = inflight.get("base_seq")
                 base_seq = raw_base if isinstance(raw_base, int) and not isinstance(raw_base, bool) else None
                 if _writer(inflight)[1] is not None:
@@ -253,7 +254,7 @@ def pending(storage: Storage) -> list[PendingInstant]:
             except FileNotFoundError:
                 has_inflight = False
         with contextlib.suppress(FileNotFoundError):
-            beats.append(storage.mtime(heartbeat_file(instant)))
+            beats.append(storage.touched_at(heartbeat_file(instant)))
         action = _text(req.get("action"), UNKNOWN)
         metadata = req.get("metadata")
         requested_at = req.get("requested_at")
@@ -269,6 +270,15 @@ def pending(storage: Storage) -> list[PendingInstant]:
 
 
 UNKNOWN = "unknown"
+
+
+def _written_at(storage: Storage, rel: str, stamp: Any) -> float:
+    """When a pending file was written: its mtime locally; on a store the writer's own time stamp in it (the
+    store's LastModified is the server's clock, to the second, while liveness is judged by the reader's clock;
+    heartbeats, see `Storage.touched_at`, are read the same way), its LastModified if the stamp is missing."""
+    if not storage.local and isinstance(stamp, int | float) and not isinstance(stamp, bool):
+        return float(stamp)
+    return storage.mtime(rel)
 
 
 def _writer(raw: Mapping[str, Any]) -> tuple[str | None, int | None]:

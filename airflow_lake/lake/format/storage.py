@@ -2,7 +2,10 @@
 
 Local paths (and `file://` URLs) are served with plain `os` calls: exclusive create is an atomic
 `link(2)` of a fully written temporary file, so a reader never sees a half-written instant. Other
-URLs go through fsspec; stores without an atomic exclusive create are refused for commits.
+URLs go through fsspec (`stores.py`): an exclusive create there is the store's conditional write (S3's
+`If-None-Match: *`, GCS's `ifGenerationMatch=0`, Azure's `If-None-Match: *`), a replace is one PUT, and
+stores without a conditional write are refused for commits. Nothing on a store relies on a rename, a
+directory's existence or a cached listing: a "directory" is a key prefix, and listings are never cached.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from airflow_lake.lake.errors import LakeError, LakeSpecError
+from airflow_lake.lake.format import stores
 
 _fast_decode: Callable[[bytes], Any] | None
 try:  # installed with Airflow; decodes a log entry of 1,000 files in 2 ms where json takes 6
@@ -59,16 +63,28 @@ class Storage:
         self.url = normalize_url(url)
         self.local = is_local(self.url)
         self._fs: Any = None
+        self._commits_checked = False
+        self._read_options: dict[str, Any] = {}
+        self._s3 = False  # S3 through s3fs: listings and existence checks are single ListObjectsV2 requests
         if not self.local:
-            import fsspec  # only object stores need it
-
-            try:
-                self._fs, self._root = fsspec.core.url_to_fs(self.url)
-            except (ImportError, ValueError) as err:  # an unknown protocol, or its package is not installed
-                raise LakeSpecError("table", f"cannot open {self.url!r}: {err}",
-                                    "Use a local or mounted path (lake tables live on a file system path).") from err
+            self._fs, self._root = stores.open_fs(self.url)  # listing caches off; LakeSpecError if unknown
+            self._s3 = stores.is_s3(self.url, self._fs)
+            self._read_options = stores.read_options(self.url, self._fs)
         else:
             self._root = self.url
+
+    def check_commits(self, *, probe: bool = False) -> None:
+        """Refuse (`LakeError` naming the store, why and the fix) a store on which a commit cannot be atomic: one
+        without a conditional write, or an fsspec package too old to send it (`stores.refusal`). `probe` also
+        creates one key twice, which catches an S3-compatible server that ignores If-None-Match (run when a table
+        is created). Local paths always pass: `link(2)` is the exclusive create there."""
+        if self.local:
+            return
+        if not self._commits_checked:
+            stores.check(self.url, self._fs)
+            self._commits_checked = True
+        if probe:
+            stores.probe(self._fs, self._root, self.url)
 
     # -- paths ---------------------------------------------------------------------------------------
     def path(self, rel: str) -> str:
@@ -81,17 +97,29 @@ class Storage:
 
     # -- reads ---------------------------------------------------------------------------------------
     def exists(self, rel: str) -> bool:
-        """True if the file or directory exists."""
+        """True if the file or directory exists (on a store: the key, or any key under it as a prefix).
+
+        On S3 one LIST (the key sorts first among the keys it begins; "key/" comes back as a common prefix)
+        where s3fs asks twice for a missing key (HEAD, then a LIST for a "directory"): the log's head is
+        found by asking for the entry after it, which is missing."""
         if self.local:
             return os.path.exists(self.path(rel))
-        return bool(self._fs.exists(self.path(rel)))
+        if not self._s3:
+            return bool(self._fs.exists(self.path(rel)))
+        path = self.path(rel).rstrip("/")
+        keys, prefixes, truncated = stores.s3_list(self._fs, path, max_keys=2)
+        if "" in keys or "/" in prefixes:
+            return True
+        if not truncated:  # every key beginning with this name was seen: none is it or lies under it
+            return False
+        return bool(stores.s3_list(self._fs, path + "/", delimiter="", max_keys=1)[0])
 
     def read_bytes(self, rel: str) -> bytes:
         """The whole content of a file."""
         if self.local:
             with open(self.path(rel), "rb") as handle:
                 return handle.read()
-        return bytes(self._fs.cat_file(self.path(rel)))
+        return bytes(self._fs.cat_file(self.path(rel), **self._read_options))
 
     def read_json(self, rel: str) -> Any:
         """Parse a JSON file."""
@@ -104,10 +132,25 @@ class Storage:
                 return sorted(os.listdir(self.path(rel_dir)))
             except (FileNotFoundError, NotADirectoryError):
                 return []
-        try:
-            return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self._fs.ls(self.path(rel_dir), detail=False))
+        base = self.path(rel_dir).rstrip("/")
+        if self._s3:
+            keys, prefixes, _ = stores.s3_list(self._fs, base + "/")  # one delimiter listing (paged)
+            return sorted({n.rstrip("/") for n in keys + prefixes} - {""})
+        try:  # a delimiter listing of the prefix (never from a cache: `stores.open_fs`)
+            listed = self._fs.ls(base, detail=False)
         except FileNotFoundError:
             return []
+        names = {p.rstrip("/").rsplit("/", 1)[-1] for p in listed if p.rstrip("/") != base}
+        return sorted(names)
+
+    def list_after(self, rel_dir: str, start_after: str) -> list[str]:
+        """Names of the entries of a directory that sort after `start_after`, sorted; [] if it does not exist.
+        On S3 one listing that starts there (ListObjectsV2 with StartAfter, paged by 1,000), not a full listing;
+        elsewhere a full listing, filtered."""
+        if not self._s3:
+            return [name for name in self.list_dir(rel_dir) if name > start_after]
+        keys, prefixes, _ = stores.s3_list(self._fs, self.path(rel_dir).rstrip("/") + "/", start_after=start_after)
+        return sorted({n.rstrip("/") for n in keys + prefixes if n.rstrip("/") > start_after})
 
     def walk_files(self, rel_dir: str) -> list[str]:
         """Relative paths of all files under a directory (used by recovery, never by readers)."""
@@ -118,14 +161,32 @@ class Storage:
                 rel = os.path.relpath(dirpath, self._root).replace(os.sep, "/")
                 out.extend(f"{rel}/{n}" if rel != "." else n for n in names)
             return sorted(out)
-        return sorted(p[len(self._root) + 1:] for p in self._fs.find(base))
+        base = base.rstrip("/")
+        if self._s3:  # one listing without delimiter (paged)
+            found = [f"{base}/{k}" for k in stores.s3_list(self._fs, base + "/", delimiter="")[0]]
+        else:
+            found = self._fs.find(base)
+        return sorted(p[len(self._root) + 1:] for p in found
+                      if p.startswith(base + "/") and not p.endswith("/"))  # no directory markers
 
     def mtime(self, rel: str) -> float:
-        """Modification time as a UNIX timestamp."""
+        """Modification time as a UNIX timestamp (on a store: its LastModified, by the store's clock, in
+        whole seconds on S3)."""
         if self.local:
             return os.stat(self.path(rel)).st_mtime
         modified = self._fs.modified(self.path(rel))
         return float(modified.timestamp())
+
+    def touched_at(self, rel: str) -> float:
+        """When a writer last `touch`ed a file, by the writer's clock: its mtime locally; on a store the time
+        `touch` wrote into it (a store's LastModified is another machine's clock, to the second), else its
+        LastModified."""
+        if self.local:
+            return self.mtime(rel)
+        try:
+            return float(self.read_bytes(rel).decode("ascii"))
+        except (UnicodeDecodeError, ValueError):  # not written by `touch`
+            return self.mtime(rel)
 
     def size(self, rel: str) -> int:
         """Size of a file in bytes."""
@@ -135,14 +196,13 @@ class Storage:
 
     # -- writes --------------------------------------------------------------------------------------
     def makedirs(self, rel_dir: str) -> None:
-        """Create a directory and its parents."""
+        """Create a directory and its parents (nothing on a store: a key needs no directory)."""
         if self.local:
             os.makedirs(self.path(rel_dir), exist_ok=True)
-        else:
-            self._fs.makedirs(self.path(rel_dir), exist_ok=True)
 
     def write_bytes(self, rel: str, data: bytes) -> None:
-        """Replace a file atomically (write a temporary file, then rename it over the target)."""
+        """Replace a file atomically (locally: write a temporary file, then rename it over the target; on a
+        store: one PUT, which readers see whole or not at all)."""
         if not self.local:
             self._fs.pipe_file(self.path(rel), data)
             return
@@ -155,20 +215,15 @@ class Storage:
         self.write_bytes(rel, _dumps(obj))
 
     def create_json(self, rel: str, obj: Any) -> bool:
-        """Create a JSON file only if it does not exist; atomic. Returns False if it already existed."""
+        """Create a JSON file only if it does not exist; atomic. Returns False if it already existed.
+
+        On a store this is its conditional write (`stores.create`; refused with a LakeError where there is none).
+        A client that retried a write whose answer it lost may see its own file as one that existed: False.
+        """
         data = _dumps(obj)
         if not self.local:
-            try:
-                with self._fs.open(self.path(rel), "xb") as handle:
-                    handle.write(data)
-                return True
-            except FileExistsError:
-                return False
-            except (ValueError, NotImplementedError) as err:
-                raise LakeError(
-                    f"the store behind {self.url!r} has no atomic exclusive create, so commits cannot be "
-                    "made safe there. Fix: use a local or mounted path for now."
-                ) from err
+            self.check_commits()
+            return stores.create(self._fs, self.path(rel), data)
         target = self.path(rel)
         tmp = _write_temp(target, data)
         try:
@@ -181,7 +236,8 @@ class Storage:
             os.unlink(tmp)
 
     def touch(self, rel: str) -> None:
-        """Create an empty file or bump its modification time."""
+        """Create an empty file or bump its modification time (on a store: write the time into it, see
+        `touched_at`)."""
         if self.local:
             target = self.path(rel)
             try:
@@ -196,20 +252,19 @@ class Storage:
     def rename(self, src: str, dst: str) -> None:
         """Move a file within the table (atomic on a local file system); creates the target's directory.
 
-        Refuses to replace an existing target: data file names are never reused.
+        Refuses to replace an existing target: data file names are never reused. Refused on a store (a copy
+        and a delete there, neither atomic nor cheap): data files are written once under their final names.
         """
         if not self.local:
-            if self._fs.exists(self.path(dst)):
-                raise FileExistsError(self.path(dst))
-            self._fs.mv(self.path(src), self.path(dst))
-            return
+            raise LakeError(f"cannot move {src!r} to {dst!r} in {self.url!r}: object stores have no rename; data "
+                            "files are written under final names. Fix: write the file where it belongs.")
         target = self.path(dst)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.link(self.path(src), target)  # fails if the target exists, unlike rename(2)
         os.unlink(self.path(src))
 
     def delete(self, rel: str) -> bool:
-        """Delete a file; False if it was already gone."""
+        """Delete a file; False if it was already gone (on S3 True either way: deleting a missing key succeeds)."""
         try:
             if self.local:
                 os.unlink(self.path(rel))
@@ -223,9 +278,21 @@ class Storage:
         """Delete a directory and everything under it; no error if it is gone."""
         if self.local:
             shutil.rmtree(self.path(rel_dir), ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                self._fs.rm(self.path(rel_dir), recursive=True)
+        else:  # one listing of the prefix, then batch deletes of exactly those keys
+            keys = [self.path(rel) for rel in self.walk_files(rel_dir)]
+            literal = [k for k in keys if not has_magic(k)]  # fsspec would take `[`, `*`, `?` for a glob
+            if literal:
+                with contextlib.suppress(FileNotFoundError):
+                    self._fs.rm(literal)
+            for key in keys:
+                if has_magic(key):
+                    with contextlib.suppress(FileNotFoundError):
+                        self._fs.rm_file(key)
+
+
+def has_magic(path: str) -> bool:
+    """True if fsspec would expand `path` as a glob pattern (a partition value may hold such characters)."""
+    return any(ch in path for ch in "*?[")
 
 
 def _fsync_dir(path: str) -> None:

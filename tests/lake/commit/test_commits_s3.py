@@ -1,0 +1,240 @@
+"""The commit protocol on S3 (a real S3-protocol server, `tests/s3_server.py`; data files only described in log
+entries, as `benchmarks/bench_lake_page.py` builds tables): create, commit, checkpoints, time travel, recovery of a
+dead writer, a live writer kept alive by its heartbeat — and 16 writers racing for the same log entry, in threads
+over several rounds and across 4 processes, forced to collide: each writer reads the head, then all wait at a barrier
+between that read and their append, so all 16 append the same sequence number. Exactly one wins each time; the
+others retry at the next number (appends) or get the retryable conflict (replaces of one file); nothing is lost or
+doubled. (The server cannot give a double win by itself: `test_storage_s3.test_the_server_cannot_give_a_double_win`.)
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from airflow_lake.lake import LakeCommitConflict, LakeTable
+from airflow_lake.lake.format import instants, paths
+from airflow_lake.lake.format.log import LogEntry
+from tests.lake.lake_core_helpers import append, data_file, live_paths, make_table
+from tests.s3_server import S3Server
+
+WRITERS = 16
+ROUNDS = 2  # of racing appends; then one round of racing replaces of one file
+PROCESSES = 4  # the 16 writers of the race across processes: 4 threads in each of 4 processes
+RACE = {"heartbeat.timeout.seconds": "120"}  # no writer may look dead on a busy 2-core machine
+
+
+def leftovers(table: LakeTable) -> list[str]:
+    """Pending files, heartbeats, markers and staging left in the table (none once every writer finished)."""
+    return [f for d in (paths.PENDING, paths.HEARTBEATS, paths.MARKERS, instants.STAGING)
+            for f in table.storage.walk_files(d)]
+
+
+def gate_first_append(table: LakeTable, barrier: Any, firsts: dict[str, tuple[int, bool]], key: str) -> None:
+    """Make this writer's next log append wait at `barrier` after it read the head, then record (seq, won) of
+    that append under `key`; later appends go straight through."""
+    log = table.commit_log
+    original = log.try_append
+
+    def first(entry: LogEntry) -> bool:
+        del log.try_append  # later attempts: the method itself
+        barrier.wait(timeout=120)
+        won = original(entry)
+        firsts[key] = (entry.seq, won)
+        return won
+
+    log.try_append = first  # type: ignore[method-assign]
+
+
+def requests_per_commit(server: S3Server, table: LakeTable, commits: int) -> Counter[tuple[str, str]]:
+    mark = server.counter.mark()
+    for _ in range(commits):
+        append(table, "a")
+    return server.counter.since(mark)
+
+
+def test_a_table_on_s3_commits_checkpoints_and_reads_back(s3_server: S3Server, s3_root: str) -> None:
+    table = make_table(s3_root, {"checkpoint.interval": "3"})
+    assert table.storage.walk_files("") == ["_lake/log/00000000000000000000.json"]  # and no probe key left
+    added = [append(table, day)[1][0].path for day in ("a", "b", "c", "a")]
+    reopened = LakeTable.open(s3_root)  # a fresh client
+    assert reopened.commit_log.head() == 4 and live_paths(reopened) == set(added)
+    assert live_paths(reopened, 2) == set(added[:2])  # time travel
+    assert reopened.storage.list_dir(paths.CHECKPOINTS) == ["00000000000000000003.parquet"]
+    assert reopened.storage.read_json(paths.LAST_CHECKPOINT)["seq"] == 3
+    assert [i.state for i in reopened.timeline()] == ["completed"] * 5
+    assert leftovers(reopened) == []
+    counts = requests_per_commit(s3_server, table, 5)
+    per_commit = {k: round(v / 5, 1) for k, v in sorted(counts.items())}
+    print(f"requests per append commit on S3: {sum(counts.values()) / 5:.1f} {per_commit}")
+    assert not any(kind == "data" for _, kind in counts)  # metadata only: nothing moved, copied or renamed
+    assert sum(counts.values()) <= 5 * 40
+
+
+def test_a_dead_writer_is_rolled_back_and_a_live_one_kept(s3_server: S3Server, s3_root: str) -> None:
+    # heartbeats every 0.2 s, dead after 3 s without one (a beat on S3 is two requests: room for a busy machine)
+    table = make_table(s3_root, {"heartbeat.timeout.seconds": "3"})
+    dead = instants.request(table.storage, "commit", "write", {}, None, not_before=None, finished=table.is_finished)
+    instants.mark_inflight(table.storage, dead, 0)
+    instants.write_manifest(table.storage, dead, ["dt=a/part-dead.parquet"])
+    table.storage.write_bytes("dt=a/part-dead.parquet", b"PAR1")  # written, never committed
+    live = table.begin("commit", "write")  # beats on its own thread
+    time.sleep(3.5)
+    entry, _ = append(table, "b")  # begin() recovers: the dead writer is rolled back, the live one kept
+    fresh = LakeTable(s3_root)
+    [rollback] = [e for e in fresh.commit_log.entries(0) if e.action == "rollback"]
+    assert rollback.rolled_back == (dead,) and "writer dead" in rollback.metadata["reason"]
+    assert not fresh.storage.exists("dt=a/part-dead.parquet")
+    assert fresh.storage.list_dir(paths.PENDING) == [f"{live.instant}.inflight.json",
+                                                    f"{live.instant}.requested.json"]
+    mine = data_file(live, "a")
+    assert live.commit(added=[mine]).seq == entry.seq + 1
+    assert mine.path in live_paths(LakeTable(s3_root)) and leftovers(fresh) == []
+
+
+def test_the_clustering_schedule_lock_excludes_on_s3(s3_root: str) -> None:
+    from airflow_lake.lake.clustering import schedule
+
+    table = make_table(s3_root)
+    acquired = threading.Event()
+
+    def second_scheduler() -> None:
+        with schedule._schedule_lock(LakeTable(s3_root)):
+            acquired.set()
+
+    with schedule._schedule_lock(table):  # an exclusive create of the lock's key
+        other = threading.Thread(target=second_scheduler)
+        other.start()
+        assert not acquired.wait(0.8) and table.storage.exists(schedule.LOCK)  # it waits
+    assert acquired.wait(30)
+    other.join()
+    assert not table.storage.exists(schedule.LOCK)
+
+
+def test_sixteen_writers_racing_in_threads(s3_server: S3Server, s3_root: str) -> None:
+    LakeTable.create(s3_root, {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"], "properties": RACE})
+    rounds = ROUNDS + 1
+    start, end = threading.Barrier(WRITERS, timeout=300), threading.Barrier(WRITERS, timeout=300)
+    firsts: dict[str, tuple[int, bool]] = {}
+    outcomes: dict[tuple[int, int], int | str] = {}  # (round, writer) -> seq, or the conflict
+    instants_of: dict[tuple[int, int], str] = {}
+    shared: dict[str, str] = {}
+    errors: list[BaseException] = []
+    mark = s3_server.counter.mark()
+
+    def writer(i: int) -> None:
+        table = LakeTable(s3_root)  # its own client (fsspec keeps one per thread)
+        for r in range(rounds):
+            start.wait()
+            try:
+                txn = table.begin("commit" if r < ROUNDS else "replace", "write", request_id=f"r{r}-w{i}")
+                instants_of[(r, i)] = txn.instant
+                gate_first_append(table, barrier, firsts, f"{r}-{i}")
+                removed = [shared["victim"]] if r == ROUNDS else []
+                try:
+                    outcomes[(r, i)] = txn.commit(added=[data_file(txn, f"d{r}")], removed=removed).seq
+                except LakeCommitConflict as err:
+                    outcomes[(r, i)] = str(err)
+                    txn.abort(str(err))
+            except BaseException as err:
+                errors.append(err)
+            if i == 0 and r == 0:
+                shared["victim"] = sorted(live_paths(table))[0]
+            end.wait()
+
+    barrier = threading.Barrier(WRITERS)
+    started = time.perf_counter()
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(WRITERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    assert errors == []
+    for r in range(rounds):  # every round: all 16 appended the same number first, exactly one won it
+        tried = [firsts[f"{r}-{i}"] for i in range(WRITERS)]
+        assert len({seq for seq, _ in tried}) == 1, tried
+        assert sum(won for _, won in tried) == 1, tried
+    table = LakeTable(s3_root)
+    head = table.commit_log.head()
+    entries = list(table.commit_log.entries(0))
+    commits = [e for e in entries if e.action in ("commit", "replace")]
+    for r in range(ROUNDS):  # appends: all 16 landed, at 16 distinct numbers
+        seqs = [outcomes[(r, i)] for i in range(WRITERS)]
+        assert all(isinstance(s, int) for s in seqs) and len(set(seqs)) == WRITERS
+    winners = [i for i in range(WRITERS) if isinstance(outcomes[(ROUNDS, i)], int)]
+    assert len(winners) == 1  # replaces of one file: one wins, the others get the retryable conflict
+    losers = [outcomes[(ROUNDS, i)] for i in range(WRITERS) if i not in winners]
+    assert all("replaced 1 file(s) this job read or replaces" in str(m) for m in losers)
+    # the log: every writer's commit exactly once, 15 rollbacks, nothing else; no gap
+    assert [e.seq for e in entries] == list(range(1, head + 1))
+    assert head == ROUNDS * WRITERS + 1 + (WRITERS - 1)  # appends, the replace, the rollbacks of the others
+    assert Counter(e.request_id for e in commits) == Counter(
+        [f"r{r}-w{i}" for r in range(ROUNDS) for i in range(WRITERS)] + [f"r{ROUNDS}-w{winners[0]}"])
+    rolled = sorted(i for e in entries if e.action == "rollback" for i in e.rolled_back)
+    assert rolled == sorted(instants_of[(ROUNDS, i)] for i in range(WRITERS) if i not in winners)
+    assert len(live_paths(table)) == ROUNDS * WRITERS  # one of the appended files replaced by one
+    assert shared["victim"] not in live_paths(table) and leftovers(table) == []
+    counts = s3_server.counter.since(mark)
+    print(f"16 racing writers in threads on S3: {head} entries in {elapsed:.1f} s, "
+          f"{sum(counts.values())} requests ({sum(counts.values()) / head:.0f} per entry)", sorted(counts.items()))
+
+
+def process_writers(url: str, writers: list[int], barrier: Any, results: Any) -> None:
+    """Racing writers in a process of their own, a thread each with its own s3fs client: read the head, wait
+    for all the others, append; each reports (writer, (seq, won) of that first append, the seq it landed at, or
+    the error)."""
+
+    def write(writer: int) -> None:
+        firsts: dict[str, tuple[int, bool]] = {}
+        try:
+            table = LakeTable(url)
+            txn = table.begin("commit", "write", request_id=f"p-w{writer}")
+            gate_first_append(table, barrier, firsts, "first")
+            entry = txn.commit(added=[data_file(txn, "p")])
+            results.put((writer, firsts["first"], entry.seq, None))
+        except BaseException as err:
+            results.put((writer, firsts.get("first"), None, repr(err)))
+
+    threads = [threading.Thread(target=write, args=(writer,)) for writer in writers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def test_sixteen_writers_racing_in_four_processes(s3_server: S3Server, s3_root: str) -> None:
+    LakeTable.create(s3_root, {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"], "properties": RACE})
+    append(LakeTable(s3_root), "a")
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter each: no client inherited by a fork
+    barrier, results = context.Barrier(WRITERS), context.Queue()
+    processes = [context.Process(target=process_writers,
+                                 args=(s3_root, list(range(p, WRITERS, PROCESSES)), barrier, results))
+                 for p in range(PROCESSES)]
+    for p in processes:
+        p.start()
+    got = []
+    try:
+        for _ in range(WRITERS):
+            got.append(results.get(timeout=300))
+    except queue.Empty:
+        pytest.fail(f"only {len(got)} of {WRITERS} writers reported: {got}")
+    finally:
+        for p in processes:
+            p.join(timeout=60)
+            if p.is_alive():
+                p.kill()
+    assert [err for *_, err in got if err] == []
+    assert {first for _, first, _, _ in got} <= {(2, True), (2, False)}  # all appended entry 2 first
+    assert sum(first[1] for _, first, _, _ in got) == 1  # one won it
+    assert sorted(seq for _, _, seq, _ in got) == list(range(2, 2 + WRITERS))
+    table = LakeTable(s3_root)
+    assert table.commit_log.head() == 1 + WRITERS
+    assert Counter(e.request_id for e in table.commit_log.entries(1)) == Counter(f"p-w{i}" for i in range(WRITERS))
+    assert len(live_paths(table)) == 1 + WRITERS and leftovers(table) == []

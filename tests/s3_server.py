@@ -1,0 +1,284 @@
+"""A real S3-protocol server for the tests: moto's `ThreadedMotoServer` on 127.0.0.1, made atomic where S3 is,
+and counted.
+
+Why moto is patched: its PutObject handler (`moto/s3/responses.py`, `S3Response.put_object`) checks `If-None-Match`
+with `backend.get_object` and stores the object later with `backend.put_object`, with no lock in between, while
+its server answers every request on a thread of its own. Two racing conditional PUTs of one key can both pass the
+check and both get 200 there — which S3 never allows. `ServerControls` holds a lock around that handler, so a
+double win in a race test can only come from the code under test. `test_storage_s3.py` keeps the proof: with the
+check-to-put window widened (`widen`), 16 raw botocore PUTs with `IfNoneMatch='*'` give exactly one 200 and fifteen
+412s with the lock, and more than one 200 without it (`unlocked`).
+
+The server also counts every request it answers (`RequestCounter`: per method and kind of path, e.g.
+`("PUT", "log")`, `("LIST", "pending")`), for tests and benchmarks that count requests per open and per commit,
+and it can answer a PUT with S3's `409 ConditionalRequestConflict` on request (`conflicts`), which S3 returns while
+another conditional write of the key is in flight and moto never does.
+
+Fixtures: `s3_server` (session-wide; sets the AWS environment so that s3fs and botocore in this process and in the
+processes it starts reach it) and `s3_root` (a fresh `s3://<bucket>/<prefix>` per test).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+import pytest
+
+BUCKET = "lake-tests"
+REGION = "us-east-1"
+CONFLICT_BODY = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>ConditionalRequestConflict</Code><Message>A conflicting '
+    "conditional operation is currently in progress against this resource. Try again.</Message><RequestId>"
+    "tests</RequestId></Error>"
+)
+
+
+def kind_of(key: str) -> str:
+    """What a key (or a listing prefix) of a table is: the `_lake/` folder it lies in (`log`, `pending`,
+    `heartbeats`, `markers`, `checkpoints`, `staging`, `locks`, `last_checkpoint`), `data` for other keys of a
+    table, `bucket` for the bucket itself."""
+    if not key:
+        return "bucket"
+    if "_lake/" not in key:
+        return "data" if not key.endswith("_lake") else "meta"
+    head = key.split("_lake/", 1)[1].split("/", 1)[0]
+    return "last_checkpoint" if head == "_last_checkpoint.json" else (head or "meta")
+
+
+class RequestCounter:
+    """Requests the server answered, per (method, kind); a LIST is a GET of the bucket with `list-type`, a
+    BATCH_DELETE a POST of the bucket with `delete`. Thread-safe: the server answers on many threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._statuses: collections.Counter[tuple[str, str, int]] = collections.Counter()
+        self.recent: collections.deque[tuple[str, str, int]] = collections.deque(maxlen=20_000)
+
+    def record(self, method: str, path: str, query: str, status: int) -> None:
+        """Count one answered request (`path` is the WSGI PATH_INFO: /bucket/key, path-style)."""
+        bucket_and_key = unquote(path).lstrip("/")
+        key = bucket_and_key.split("/", 1)[1] if "/" in bucket_and_key else ""
+        params = parse_qs(query, keep_blank_values=True)
+        label = method
+        if not key and method == "GET" and "list-type" in params:
+            label, key = "LIST", params.get("prefix", [""])[0]
+        elif not key and method == "POST" and "delete" in params:
+            label = "BATCH_DELETE"
+        kind = kind_of(key)
+        with self._lock:
+            self._counts[(label, kind)] += 1
+            self._statuses[(label, kind, status)] += 1
+            self.recent.append((label, key, status))
+
+    def mark(self) -> collections.Counter[tuple[str, str]]:
+        """The counts so far (a copy), to subtract from later ones."""
+        with self._lock:
+            return collections.Counter(self._counts)
+
+    def since(self, mark: collections.Counter[tuple[str, str]]) -> collections.Counter[tuple[str, str]]:
+        """Requests answered since `mark`, per (method, kind)."""
+        now = self.mark()
+        now.subtract(mark)
+        return collections.Counter({k: v for k, v in now.items() if v > 0})
+
+    def statuses(self) -> collections.Counter[tuple[str, str, int]]:
+        """Counts per (method, kind, HTTP status) so far (a copy)."""
+        with self._lock:
+            return collections.Counter(self._statuses)
+
+
+@dataclass
+class ServerControls:
+    """The server-side switches: the lock that makes a conditional PUT atomic, a widened window between moto's
+    existence check and its store (to prove the lock), and injected 409 conflicts."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    atomic: bool = True
+    ignores_conditions: bool = False  # act as an S3-compatible server without conditional writes
+    slow_prefixes: dict[str, float] = field(default_factory=dict)  # key prefix -> seconds to sleep before storing
+    pending_conflicts: dict[str, int] = field(default_factory=dict)  # key -> 409s still to answer
+    conflicts_sent: int = 0
+    _conflicts_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextmanager
+    def unlocked(self) -> Iterator[None]:
+        """Serve PUTs the way moto does by itself (check, then store, unlocked) — only to prove the lock."""
+        self.atomic = False
+        try:
+            yield
+        finally:
+            self.atomic = True
+
+    @contextmanager
+    def ignoring_conditions(self) -> Iterator[None]:
+        """Serve PUTs as a server that ignores If-None-Match does (older S3-compatible servers)."""
+        self.ignores_conditions = True
+        try:
+            yield
+        finally:
+            self.ignores_conditions = False
+
+    @contextmanager
+    def widen(self, key_prefix: str, seconds: float) -> Iterator[None]:
+        """Sleep `seconds` between moto's If-None-Match check and its store for keys under `key_prefix`."""
+        self.slow_prefixes[key_prefix] = seconds
+        try:
+            yield
+        finally:
+            self.slow_prefixes.pop(key_prefix, None)
+
+    def conflicts(self, key: str, count: int) -> None:
+        """Answer the next `count` PUTs of `key` (bucket-relative) with 409 ConditionalRequestConflict."""
+        self.pending_conflicts[key] = count
+
+    def take_conflict(self, key: str) -> bool:
+        """True (and one fewer left) if the next PUT of `key` is to get a 409."""
+        with self._conflicts_lock:
+            left = self.pending_conflicts.get(key, 0)
+            if left <= 0:
+                return False
+            self.pending_conflicts[key] = left - 1
+            self.conflicts_sent += 1
+            return True
+
+    def delay_for(self, key: str) -> float:
+        return max((s for p, s in self.slow_prefixes.items() if key.startswith(p)), default=0.0)
+
+
+@dataclass
+class S3Server:
+    """A running server: `url` (s3://<bucket>), `endpoint` (http://127.0.0.1:<port>), `bucket`, the request
+    `counter` and the server-side `controls`."""
+
+    endpoint: str
+    bucket: str
+    counter: RequestCounter
+    controls: ServerControls
+    client: Any  # a botocore S3 client of the server (for raw requests in tests)
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}"
+
+    def key_of(self, url: str) -> str:
+        """The bucket-relative key of an s3:// URL of this bucket."""
+        prefix = f"{self.url}/"
+        if not url.startswith(prefix):
+            raise ValueError(f"{url!r} is not in {self.url}")
+        return url[len(prefix):]
+
+
+def _patch_moto(controls: ServerControls) -> Callable[[], None]:
+    """Make moto's PutObject handler atomic (check + store under one lock), let it widen its window or answer a
+    409 on request; returns the function that undoes the patch."""
+    from moto.s3.models import S3Backend
+    from moto.s3.responses import S3Response
+    from werkzeug.datastructures import Headers
+
+    original_handler = S3Response.put_object
+    original_store = S3Backend.put_object
+
+    def put_object(self: Any) -> Any:
+        key = self.parse_key_name()
+        if controls.take_conflict(key):
+            return 409, {"Content-Type": "application/xml"}, CONFLICT_BODY
+        if controls.ignores_conditions:
+            headers = Headers(self.headers)
+            headers.remove("If-None-Match")
+            self.headers = headers
+        if controls.atomic:
+            with controls.lock:
+                return original_handler(self)
+        return original_handler(self)
+
+    def store(self: Any, bucket_name: str, key_name: str, *args: Any, **kwargs: Any) -> Any:
+        delay = controls.delay_for(key_name)
+        if delay:
+            time.sleep(delay)  # moto checked If-None-Match already: a racing PUT slips in here unless locked
+        return original_store(self, bucket_name, key_name, *args, **kwargs)
+
+    S3Response.put_object = put_object  # type: ignore[method-assign]
+    S3Backend.put_object = store  # type: ignore[method-assign]
+
+    def undo() -> None:
+        S3Response.put_object = original_handler  # type: ignore[method-assign]
+        S3Backend.put_object = original_store  # type: ignore[method-assign]
+
+    return undo
+
+
+def _start_server(counter: RequestCounter) -> Any:
+    """A ThreadedMotoServer on 127.0.0.1 and a free port whose WSGI app counts every request it answers."""
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    class CountingMotoServer(ThreadedMotoServer):
+        def _server_entry(self) -> None:  # as moto's, with the app wrapped
+            app = DomainDispatcherApplication(create_backend_app)
+
+            def counted(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+                def start(status: str, headers: Any, *rest: Any) -> Any:
+                    counter.record(environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", ""),
+                                   environ.get("QUERY_STRING", ""), int(status.split(" ", 1)[0]))
+                    return start_response(status, headers, *rest)
+                answer: Iterable[bytes] = app(environ, start)
+                return answer
+
+            self._server = make_server(self._ip_address, self._port, counted, True,
+                                       request_handler=MotoRequestHandler)
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    server = CountingMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    return server
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """An S3 server on 127.0.0.1 for the run, with one bucket; the AWS environment of this process (and so of
+    the processes it starts) points s3fs and botocore at it with fake credentials."""
+    import boto3
+
+    quiet = logging.getLogger("werkzeug")  # one line per request otherwise
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    counter = RequestCounter()
+    controls = ServerControls()
+    undo = _patch_moto(controls)
+    server = _start_server(counter)
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("AWS_ACCESS_KEY_ID", "testing")
+        env.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        env.delenv("AWS_SESSION_TOKEN", raising=False)
+        env.delenv("AWS_PROFILE", raising=False)
+        env.setenv("AWS_DEFAULT_REGION", REGION)
+        env.setenv("AWS_ENDPOINT_URL", endpoint)  # botocore (and so s3fs) reads it for every client it makes
+        env.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        client = boto3.client("s3", endpoint_url=endpoint, region_name=REGION)
+        client.create_bucket(Bucket=BUCKET)
+        try:
+            yield S3Server(endpoint, BUCKET, counter, controls, client)
+        finally:
+            server.stop()
+            undo()
+            quiet.setLevel(level)
+
+
+@pytest.fixture
+def s3_root(s3_server: S3Server) -> str:
+    """A fresh table URL on the server for one test: s3://<bucket>/<unique prefix>."""
+    return f"{s3_server.url}/t{uuid.uuid4().hex[:16]}"
