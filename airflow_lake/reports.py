@@ -16,6 +16,7 @@ from airflow_lake.lake.clustering.timeline import commits_since, pending_plans
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.format import instants, table_roots
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
+from airflow_lake.lake.format.log import LogEntryExpired
 from airflow_lake.lake.format.snapshots import Snapshot, TableState
 from airflow_lake.lake.format.table_state import UPSERT_ACTION
 from airflow_lake.lake.maintenance.orphans import remove_orphan_files
@@ -269,7 +270,7 @@ def last_clustering_seq(table: LakeTable, state: TableState) -> int | None:
     """The log sequence number of the newest completed clustering, without reading the log back: an executed
     plan's requested instant and the execute entry map to the same sequence number in the state's instant index
     (`TableState.apply`, COMPLETES), so a sequence number held by two instants is a candidate (checked by reading
-    that one entry)."""
+    that one entry). A clustering older than the log keeps (`log.retain.hours`) is not found: its entry expired."""
     seen: set[int] = set()
     candidates: set[int] = set()
     for seq in state.instants.values():
@@ -277,8 +278,11 @@ def last_clustering_seq(table: LakeTable, state: TableState) -> int | None:
             candidates.add(seq)
         seen.add(seq)
     for seq in sorted(candidates, reverse=True):
-        if table.commit_log.read(seq).operation == EXECUTE_OPERATION:
-            return seq
+        try:
+            if table.commit_log.read(seq).operation == EXECUTE_OPERATION:
+                return seq
+        except LogEntryExpired:
+            return None  # this one and all older ones expired
     return None
 
 

@@ -76,7 +76,10 @@ def _tables(reader: access.Reader) -> tuple[list[dict[str, Any]], list[str]]:
 def _layouts(opened: data.Opened, clustered_at: int | None) -> list[str]:
     pictures = [layout_svg(data.layout(opened.ref, None, opened), "now")]
     if clustered_at:  # (a clustering is never entry 0, the create)
-        before = data.layout(opened.ref, str(clustered_at - 1), opened)
+        try:
+            before = data.layout(opened.ref, str(clustered_at - 1), opened)
+        except LakeSnapshotNotFound:  # older than the log or the files keep (log / clean retention): no picture
+            return pictures
         pictures.append(layout_svg(before, "before the last clustering"))
     return pictures
 

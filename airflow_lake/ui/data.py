@@ -19,7 +19,7 @@ from airflow_lake.cli_format import partition_label
 from airflow_lake.lake.clustering.timeline import pending_plans
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
-from airflow_lake.lake.format.log import LogEntry
+from airflow_lake.lake.format.log import LogEntry, LogEntryExpired
 from airflow_lake.lake.format.snapshots import TableState
 from airflow_lake.lake.spec.partitions import partition_order_key
 from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
@@ -80,9 +80,11 @@ class Opened:
         return self._groups
 
     def newest(self, count: int) -> list[LogEntry]:
-        """The newest `count` log entries, oldest first."""
+        """The newest `count` log entries the log holds (`clean` expires old ones: `log.retain.hours`), oldest
+        first."""
         head = self.state.seq
-        return [self.entry(seq) for seq in range(max(0, head - count + 1), head + 1)]
+        first = max(0, head - count + 1, self.table.commit_log.start())
+        return [self.entry(seq) for seq in range(first, head + 1)]
 
 
 # -- the list ----------------------------------------------------------------------------------------------------
@@ -307,7 +309,11 @@ def _removed_file(opened: Opened, path: str, known: dict[str, DataFile]) -> Data
     seq = opened.state.instants.get(match.group(1)) if match else None
     if seq is None:
         return None
-    for data_file in opened.entry(seq).added:
+    try:
+        entry = opened.entry(seq)
+    except LogEntryExpired:  # added before the log's start: the chart stops there
+        return None
+    for data_file in entry.added:
         known.setdefault(data_file.path, data_file)
     return known.get(path)
 

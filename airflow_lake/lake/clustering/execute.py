@@ -31,7 +31,7 @@ from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.errors import LakeCommitConflict, LakeError, LakePlanAborted, LakeSpecError
 from airflow_lake.lake.format import instants
 from airflow_lake.lake.format.data_files import DataFile
-from airflow_lake.lake.format.log import COMPLETES, PLAN_REQUEST_ID, LogEntry
+from airflow_lake.lake.format.log import COMPLETES, PLAN_REQUEST_ID, LogEntry, LogEntryExpired
 from airflow_lake.lake.format.snapshots import Snapshot, snapshot_of
 from airflow_lake.lake.spark.file_writer import WRITE_CONF, write_dataframe
 from airflow_lake.lake.spark.scan import Scan
@@ -261,7 +261,10 @@ def _rollback_reason(table: TableMetadata, plan_id: str) -> str:
     seq = table.state().rolled_back.get(plan_id)
     if seq is None:
         return "rolled back"
-    return str(table.commit_log.read(seq).metadata.get("reason", "rolled back"))
+    try:
+        return str(table.commit_log.read(seq).metadata.get("reason", "rolled back"))
+    except LogEntryExpired:
+        return "rolled back long ago: its log entry expired"
 
 
 def result_metrics(executed: Executed) -> dict[str, Any]:

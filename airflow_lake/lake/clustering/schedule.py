@@ -19,7 +19,7 @@ from airflow_lake.lake.commit import requests
 from airflow_lake.lake.errors import LakeCommitConflict, LakeSpecError
 from airflow_lake.lake.format import instants, paths
 from airflow_lake.lake.format.data_files import DataFile
-from airflow_lake.lake.format.log import COMPLETES, PLAN_REQUEST_ID
+from airflow_lake.lake.format.log import COMPLETES, PLAN_REQUEST_ID, LogEntryExpired
 
 if TYPE_CHECKING:
     from airflow_lake.lake.format.table_metadata import TableMetadata
@@ -131,7 +131,10 @@ def _executed_plan(table: TableMetadata, request_id: str | None) -> ScheduleResu
     """The plan an earlier try of this schedule stored, if it has been executed since (a retry after its
     executor ran: planning again would cluster what the first plan just did)."""
     seq = table.state().requests.get(request_id) if request_id else None
-    entry = None if seq is None else table.commit_log.read(seq)
+    try:
+        entry = None if seq is None else table.commit_log.read(seq)
+    except LogEntryExpired:
+        return None  # (`requests.committed` then refuses the request, saying why)
     if entry is None or entry.metadata.get(PLAN_REQUEST_ID) != request_id:
         return None
     plan_id = str(entry.metadata[COMPLETES])
@@ -148,10 +151,15 @@ def _pending_plans_over(pending: list[PendingPlan], chosen: list[dict[str, str |
 
 
 def _made_by_clustering(table: TableMetadata, seqs: dict[str, int]) -> Any:
-    """Whether a file was written by a clustering (asked only for lone files: one log read each)."""
+    """Whether a file was written by a clustering (asked only for lone files: one log read each). A file whose
+    entry the log retention expired counts as clustered: re-sorting a lone file nobody touched for that long
+    buys little."""
     def check(data_file: DataFile) -> bool:
         seq = seqs.get(data_file.instant)
-        return seq is not None and table.commit_log.read(seq).operation == EXECUTE_OPERATION
+        try:
+            return seq is not None and table.commit_log.read(seq).operation == EXECUTE_OPERATION
+        except LogEntryExpired:
+            return True
     return check
 
 

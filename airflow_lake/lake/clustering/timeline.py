@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, SCHEDULE_OPERATION, ClusteringPlan, PlanFormatError
 from airflow_lake.lake.errors import LakeSnapshotNotFound, LakeSpecError
 from airflow_lake.lake.format import instants
-from airflow_lake.lake.format.log import COMPLETES
+from airflow_lake.lake.format.log import COMPLETES, LogEntryExpired
 
 if TYPE_CHECKING:
     from airflow_lake.lake.format.table_metadata import TableMetadata
@@ -44,7 +44,8 @@ def commits_since(table: TableMetadata, since: str = LAST_CLUSTERING, actions: C
                   ) -> CommitCount:
     """Completed commits of `actions` (default: commit and upsert) after the last completed clustering (the
     default), after an instant id, or since the table's start. Reads log entries newest first and stops at
-    the point counted from."""
+    the point counted from, or where the log starts when `clean` expired the entries before it
+    (`log.retain.hours`): then only the commits the log still holds are counted (a lower bound; logged)."""
     wanted = frozenset(DATA_ACTIONS if actions is None else actions)
     head = table.commit_log.head()
     stop = -1
@@ -60,7 +61,13 @@ def commits_since(table: TableMetadata, since: str = LAST_CLUSTERING, actions: C
     partitions: dict[tuple[tuple[str, str | None], ...], None] = {}  # (ordered: newest first, reversed below)
     seq = head
     while seq > stop:
-        entry = table.commit_log.read(seq)
+        try:
+            entry = table.commit_log.read(seq)
+        except LogEntryExpired as err:
+            log.info("counting commits of %s since %s: the log before entry %d has expired (log.retain.hours); "
+                     "counted the %d commit(s) after it", table.url, since_instant or since, err.start,
+                     len(counted))
+            break
         if since == LAST_CLUSTERING and entry.operation == EXECUTE_OPERATION:
             since_instant = entry.instant
             break

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.format import instants
-from airflow_lake.lake.format.log import COMPLETES, LogEntry
+from airflow_lake.lake.format.log import COMPLETES, LogEntry, LogEntryExpired
 from airflow_lake.lake.format.snapshots import TableState
 
 if TYPE_CHECKING:
@@ -38,8 +38,13 @@ def tidy_finished(table: TableMetadata, instant: str, state: TableState) -> None
     """Remove what a finished instant left: files it wrote but did not commit, then its pending files."""
     seq = state.instants.get(instant)
     if seq is not None:
-        kept = {f.path for f in table.commit_log.read(seq).added}
-        delete_written_files(table, instant, keep=kept)
+        try:
+            kept = {f.path for f in table.commit_log.read(seq).added}
+        except LogEntryExpired:  # finished long ago; what it committed is unknown: orphan removal takes the rest
+            log.info("instant %s of %s left pending files; its log entry expired, so only those are removed",
+                     instant, table.url)
+        else:
+            delete_written_files(table, instant, keep=kept)
     elif instant in state.rolled_back:
         delete_written_files(table, instant)
     instants.remove_pending(table.storage, instant)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.lake.commit import recovery
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.format.instants import PLAN_OPERATION
-from airflow_lake.lake.format.log import PLAN_REQUEST_ID
+from airflow_lake.lake.format.log import PLAN_REQUEST_ID, LogEntryExpired
 from airflow_lake.lake.format.operation_names import same_operation
 
 if TYPE_CHECKING:
@@ -113,7 +113,13 @@ def find_committed(table: TableMetadata, request_id: str | None, operation: str 
     if not request_id:
         return None
     seq = table.state().requests.get(request_id)
-    entry = None if seq is None else table.commit_log.read(seq)
+    try:
+        entry = None if seq is None else table.commit_log.read(seq)
+    except LogEntryExpired as err:
+        raise LakeSpecError("request_id", f"{request_id!r} was committed as log entry {seq}, which `clean` has "
+                            "expired from the log (older than the table's log.retain.hours): what that commit did "
+                            "cannot be read back, and running it again could apply it twice.",
+                            "This request already ran; to run the operation again, give it a new request id.") from err
     if entry is None:
         return None
     if operation is not None and same_operation(operation, PLAN_OPERATION) and entry.request_id != request_id \

@@ -15,15 +15,19 @@ Pages carry CRC-32 checksums, verified on every read. Opening a checkpoint decod
 stats, which its files read lazily (`stats_columns.py`): a snapshot without filters never pays for stats,
 and a filter on `c1` only for `c1`.
 
-Checkpoints are an optimisation; the log is the truth. Before Parquet they were JSON
+Checkpoints are an optimisation; the log is the truth — until `clean` expires log entries older than the log
+retention (`log.retain.hours`): then the oldest kept checkpoint is where the log's history starts, and
+`retain` keeps, besides the newest `checkpoint.retain.count`, the newest checkpoint at or before the log
+retention's horizon, from which every snapshot within the retention still folds. Before Parquet they were JSON
 (`<seq:020d>.json`, `TableState.to_dict`), which is still read. The bytes are built in memory and written
-with one atomic replace; older checkpoints beyond `checkpoint.retain.count` are then deleted (`retain`).
+with one atomic replace, then `_lake/_last_checkpoint.json` (the pointer a log opens from) names them.
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import os
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -42,15 +46,17 @@ from airflow_lake.lake.format.stats_columns import (
     column_name,
     stats_arrays,
 )
-from airflow_lake.lake.format.storage import Storage
+from airflow_lake.lake.format.storage import Storage, loads
 from airflow_lake.lake.format.table_state import (
     TableState,
     spec_changes_from,
     versions_from_pairs,
     versions_to_pairs,
 )
+from airflow_lake.lake.spec.table_spec import TableSpec
 
-__all__ = ["UNREADABLE", "decode", "encode", "read", "retain", "write"]
+__all__ = ["UNREADABLE", "decode", "encode", "listed", "log_retention_hours", "newest_before", "read", "retain",
+           "write"]
 PARQUET_FORMAT = 2  # `format` in `lake.state`; 1 is the JSON form of `TableState.to_dict`
 STATE_KEY = b"lake.state"
 CRC_KEY = b"lake.state.crc32"
@@ -61,12 +67,14 @@ OPTIONAL_COLUMNS = ("bucketing",)
 # -- writing ---------------------------------------------------------------------------------------
 
 
-def write(storage: Storage, state: TableState) -> int:
-    """Write `state` as the Parquet checkpoint of its seq, then point the hint at it; returns its size."""
+def write(storage: Storage, state: TableState, *, point: bool = True) -> int:
+    """Write `state` as the Parquet checkpoint of its seq, then (`point`) point the pointer at it; returns its size.
+    (`clean` writes the checkpoint its log expiry starts from without `point`: it is not the newest.)"""
     data = encode(state)
     storage.write_bytes(paths.checkpoint_file(state.seq), data)  # atomic: temporary file, then rename
-    storage.write_json(paths.LAST_CHECKPOINT, {"seq": state.seq, "format": "parquet", "bytes": len(data),
-                                               "files": len(state.files), "tombstones": len(state.tombstones)})
+    if point:
+        storage.write_json(paths.LAST_CHECKPOINT, {"seq": state.seq, "format": "parquet", "bytes": len(data),
+                                                   "files": len(state.files), "tombstones": len(state.tombstones)})
     return len(data)
 
 
@@ -124,15 +132,58 @@ def _partition_texts(files: Sequence[DataFile]) -> list[str]:
 # -- retention -------------------------------------------------------------------------------------
 
 
-def retain(storage: Storage, keep: int) -> list[str]:
-    """Delete all but the newest `keep` checkpoints (by seq, either format); returns the deleted names.
+def log_retention_hours(spec: TableSpec) -> float:
+    """How long log entries are kept: `log.retain.hours`, but never less than `clean.retain.hours`.
 
-    Snapshots older than the oldest kept checkpoint still resolve, by folding the log from entry 0.
+    The data retention promises that snapshots current within it keep their files, for time travel and
+    restore; expiring their log entries sooner would break that promise through the back door. So a shorter log
+    retention is raised to the data retention (rather than refused: then raising `clean.retain.hours` would
+    first need `log.retain.hours` raised, in another alter, for no gain).
     """
-    found = sorted((c, name) for name in storage.list_dir(paths.CHECKPOINTS)
-                   if (c := paths.checkpoint_of(name)) is not None)
-    kept = sorted({seq for (seq, _), _ in found}, reverse=True)[:max(1, keep)]
-    deleted = [name for (seq, _), name in found if seq < kept[-1]] if kept else []
+    return max(spec.float_property("log.retain.hours"), spec.float_property("clean.retain.hours"))
+
+
+def listed(storage: Storage) -> list[tuple[int, str]]:
+    """The checkpoints on storage as (seq, format), newest first; at one seq, Parquet before JSON."""
+    rank = {fmt: i for i, fmt in enumerate(paths.CHECKPOINT_FORMATS)}
+    found = (c for c in map(paths.checkpoint_of, storage.list_dir(paths.CHECKPOINTS)) if c is not None)
+    return sorted(found, key=lambda c: (-c[0], rank[c[1]]))
+
+
+def newest_before(seqs: Sequence[int], completed_at: Callable[[int], float], horizon: float) -> int | None:
+    """Of `seqs` (checkpoint seqs, newest first), the newest whose entry completed before `horizon`; None if none.
+
+    Entries complete in log order (each writer takes its completion time after it saw the previous entry), so
+    a binary search reads about log2(len(seqs)) entries.
+    """
+    low, high = 0, len(seqs)  # the answer's index lies in [low, high]; len(seqs): none
+    while low < high:
+        middle = (low + high) // 2
+        if completed_at(seqs[middle]) < horizon:
+            high = middle
+        else:
+            low = middle + 1
+    return seqs[low] if low < len(seqs) else None
+
+
+def retain(storage: Storage, keep: int, *, completed_at: Callable[[int], float] | None = None,
+           horizon: float | None = None) -> list[str]:
+    """Delete all but the newest `keep` checkpoints (by seq, either format) and, given `completed_at` (when an entry
+    completed) and `horizon` (the log retention's), the newest checkpoint whose entry completed before it;
+    returns the deleted names.
+
+    Snapshots older than the oldest kept checkpoint resolve by folding the log from entry 0 while the log is
+    whole; once `clean` expired entries, from the kept checkpoint at or before the horizon, which covers every
+    snapshot within the log retention.
+    """
+    found = listed(storage)
+    seqs = sorted({seq for seq, _ in found}, reverse=True)
+    kept = set(seqs[:max(1, keep)])
+    if completed_at is not None and horizon is not None and len(seqs) > len(kept):
+        floor = newest_before(seqs, completed_at, horizon)
+        if floor is not None:
+            kept.add(floor)
+    deleted = [os.path.basename(paths.checkpoint_file(seq, fmt)) for seq, fmt in reversed(found) if seq not in kept]
     for name in deleted:
         storage.delete(f"{paths.CHECKPOINTS}/{name}")
     return deleted
@@ -162,7 +213,7 @@ def decode(data: bytes, recover: Callable[[], StatsOf] | None = None) -> TableSt
     text = meta_kv[STATE_KEY]
     if str(zlib.crc32(text)).encode() != meta_kv.get(CRC_KEY):
         raise ValueError("the checkpoint's state metadata fails its checksum")
-    meta = json.loads(text)
+    meta = loads(text)  # (msgspec when there: the instant and request indexes of 100,000 entries take 50 ms in json)
     if meta.get("format") != PARQUET_FORMAT:
         raise ValueError(f"unknown checkpoint format {meta.get('format')!r}")
     # `bucketing` came later: checkpoints without it hold files that all have the spec's bucketing
@@ -172,21 +223,22 @@ def decode(data: bytes, recover: Callable[[], StatsOf] | None = None) -> TableSt
     if table.num_rows != n_files + n_tombstones or table.column("removed_seq").null_count != n_files:
         raise ValueError("the checkpoint's rows do not match its metadata")
     with cyclic_gc_paused():
-        path_list = table.column("path").to_pylist()
-        partitions = _dictionary_values(table.column("partition"), json.loads)
-        instants = _dictionary_values(table.column("instant"), str)
-        rows = table.column("rows").to_pylist()
-        sizes = table.column("bytes").to_pylist()
-        buckets = table.column("bucket").to_pylist()
-        bucketings = _dictionary_values(table.column("bucketing"), str) if "bucketing" in optional \
-            else [None] * table.num_rows
-        live = path_list[:n_files]
+        # the files' columns only for the files' rows: a table long without a clean has many more tombstones
+        held, gone = table.slice(0, n_files), table.slice(n_files)
+        live = held.column("path").to_pylist()
+        partitions = _dictionary_values(held.column("partition"), json.loads)
+        instants = _dictionary_values(held.column("instant"), str)
+        rows = held.column("rows").to_pylist()
+        sizes = held.column("bytes").to_pylist()
+        buckets = held.column("bucket").to_pylist()
+        bucketings = _dictionary_values(held.column("bucketing"), str) if "bucketing" in optional \
+            else [None] * n_files
         stats = StatsColumns(source, [(str(k), str(e)) for k, e in meta["stats"]], live, recover)
         files = {path: DataFile(path, partitions[i], rows[i], sizes[i], buckets[i], instants[i],
                                 LazyStats(stats, i), bucketings[i]) for i, path in enumerate(live)}
-        removed_seq = table.column("removed_seq").to_pylist()[n_files:]
-        removed_at = table.column("removed_at").to_pylist()[n_files:]
-        tombstones = {path: [removed_seq[i], removed_at[i]] for i, path in enumerate(path_list[n_files:])}
+        tombstones = dict(zip(gone.column("path").to_pylist(),
+                              map(list, zip(gone.column("removed_seq").to_pylist(),
+                                            gone.column("removed_at").to_pylist(), strict=True)), strict=True))
     return TableState(int(meta["seq"]), str(meta["instant"]), dict(meta["spec"]), files, tombstones,
                       dict(meta["instants"]), dict(meta["requests"]), dict(meta["rolled_back"]),
                       int(meta["cleaned_before"]), float(meta["completed_at"]),

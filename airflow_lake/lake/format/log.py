@@ -2,15 +2,22 @@
 
 Completing an action is the exclusive creation of the next number. Two writers racing for the same
 number cannot both win, which totally orders completions and makes every commit atomic.
+
+Opening a log never lists it: the pointer to the newest checkpoint (`_lake/_last_checkpoint.json`) names an
+entry known to exist, and only the entries after it are looked for (`CommitLog.head`). `clean` may expire
+entries older than the table's log retention (`log.retain.hours`) once a checkpoint covers them, oldest first
+and never entry 0 (the table's creation: its spec and request id), so the entries left are entry 0 and one
+run without holes up to the head (`CommitLog.start`); reading an expired one raises `LogEntryExpired`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import logging
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_lake.lake.errors import LakeError
+from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound
 from airflow_lake.lake.format import commit_info, paths
 from airflow_lake.lake.format.data_files import DataFile
 from airflow_lake.lake.format.storage import Storage
@@ -20,6 +27,32 @@ COMPLETES = "completes"  # log entry metadata: the requested instant (plan) the 
 PLAN_REQUEST_ID = "plan_request_id"
 
 ACTIONS = frozenset({"create", "commit", "replace", "upsert", "clean", "rollback", "restore", "alter"})
+RETENTION_PROPERTY = "log.retain.hours"
+log = logging.getLogger(__name__)
+
+
+class LogEntryExpired(LakeSnapshotNotFound):
+    """A log entry `clean` deleted: it was older than the table's log retention and a checkpoint covered it."""
+
+    def __init__(self, message: str, seq: int, start: int) -> None:
+        super().__init__(message)
+        self.seq = seq
+        self.start = start  # the first entry of the log's run up to the head (entry 0 is kept besides)
+
+
+def checkpoint_pointer(storage: Storage) -> tuple[int, str] | None:
+    """(seq, format) of the newest checkpoint as `_lake/_last_checkpoint.json` names it; None if it is missing or
+    damaged. Only a hint: whoever uses it checks that what it names exists. (Read here, not in `checkpoints.py`,
+    so opening a log imports no pyarrow.)"""
+    try:
+        raw = storage.read_json(paths.LAST_CHECKPOINT)
+        seq = raw["seq"]
+        fmt = raw.get("format", "json")  # pointers without a format predate Parquet checkpoints
+    except (FileNotFoundError, KeyError, ValueError, TypeError, AttributeError):
+        return None
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0 or not isinstance(fmt, str):
+        return None
+    return seq, fmt
 
 
 @dataclass(frozen=True)
@@ -87,25 +120,77 @@ class LogEntry:
 class CommitLog:
     """Reads and appends log entries of one table."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, explain_expired: Callable[[int, int], str] | None = None) -> None:
         self.storage = storage
         self._known = -1  # a sequence number known to exist; the log only grows, without gaps
+        self._start = 1  # entries 1 .. _start-1 are known to be expired (`start`)
+        # the message of `LogEntryExpired` for (seq, start), naming the retention and the oldest reachable snapshot
+        # (the table knows them: its spec and its checkpoints); None: a plainer message
+        self.explain_expired = explain_expired
 
     def head(self) -> int:
         """The highest sequence number in the log, -1 if empty.
 
-        The first call lists the log; later calls probe forward from the last head seen, which costs one
-        existence check per new entry instead of a listing of thousands of files.
+        The first call starts from the entry the checkpoint pointer names (`_open`), later calls from the last
+        head seen: on local disk one existence check per new entry, never a listing of thousands of files.
         """
         if self._known < 0:
-            seqs = [s for s in (paths.seq_of(n) for n in self.storage.list_dir(paths.LOG)) if s is not None]
-            self._known = max(seqs, default=-1)
-            return self._known
+            found = self._open()
+            self._known = max(self._known, found)
+            return found
         known = self._known  # a local probe: threads sharing this object only ever store verified numbers
         while self.storage.exists(paths.log_file(known + 1)):
             known += 1
         self._known = max(self._known, known)
         return known
+
+    def _open(self) -> int:
+        """The head, found from the checkpoint pointer: the entry it names must exist (a pointer left behind by a
+        crash, a damaged one, or one naming an expired entry is not trusted), then the entries after it are
+        looked for — on local disk by existence checks (at most `checkpoint.interval` of them, usually), on a
+        store by one listing that starts after it. Without a usable pointer (a young table, a table written
+        before pointers, a damaged pointer): a listing of the whole log, as before."""
+        pointer = checkpoint_pointer(self.storage)
+        if pointer is not None and pointer[0] >= 1:  # (entry 0 is never expired: it proves nothing about a run)
+            seq = pointer[0]
+            if self.storage.local:
+                if self.storage.exists(paths.log_file(seq)):
+                    while self.storage.exists(paths.log_file(seq + 1)):
+                        seq += 1
+                    return seq
+            else:
+                after = self.storage.list_after(paths.LOG, _name(seq - 1))  # entry `seq` itself, and those after
+                seqs = [s for s in map(paths.seq_of, after) if s is not None]
+                if seq in seqs:
+                    return max(seqs)
+            log.info("the checkpoint pointer of %s names entry %d, which is not in the log; listing the log",
+                     self.storage.url, seq)
+        seqs = [s for s in (paths.seq_of(n) for n in self.storage.list_dir(paths.LOG)) if s is not None]
+        return max(seqs, default=-1)
+
+    def start(self) -> int:
+        """The first entry of the run of entries that ends at the head: 0, unless `clean` expired older entries
+        (`log.retain.hours`), then the first one it left. (Entry 0, the table's creation, is kept either way.)
+
+        Entries are expired oldest first, so the entries left after entry 0 are one run: a binary search with
+        existence checks finds where it starts (about 17 checks for 100,000 entries; one when nothing expired
+        since the last call).
+        """
+        head = self.head()
+        low = self._start  # known expired below it: entries 1 .. low-1
+        if head < low or self.storage.exists(paths.log_file(low)):
+            first = low
+        else:
+            high = head  # invariant: entry `low` is gone, entry `high` exists
+            while high - low > 1:
+                middle = (low + high) // 2
+                if self.storage.exists(paths.log_file(middle)):
+                    high = middle
+                else:
+                    low = middle
+            first = high
+        self._start = max(self._start, first)
+        return 0 if first <= 1 else first
 
     def read(self, seq: int) -> LogEntry:
         """The entry with sequence number `seq`; a `LakeError` naming the file if it is missing or damaged."""
@@ -113,6 +198,7 @@ class CommitLog:
         try:
             raw = self.storage.read_json(rel)
         except FileNotFoundError:
+            self._raise_if_expired(seq)
             head = self._known
             later = f", but the log goes on to {paths.log_file(head)}" if head > seq else ""
             raise LakeError(
@@ -132,6 +218,26 @@ class CommitLog:
                             f"under its own name ({paths.log_file(entry.seq)}) or restore the original.")
         return entry
 
+    def _raise_if_expired(self, seq: int) -> None:
+        """Raise `LogEntryExpired` if the missing entry `seq` lies before the start of the log."""
+        if seq < 1:
+            return
+        start = self.start()
+        if seq >= start:
+            return
+        message = None
+        if self.explain_expired is not None:
+            try:
+                message = self.explain_expired(seq, start)
+            except Exception:  # the message is a courtesy: never hide the error behind another one
+                log.debug("explaining expired log entry %d failed", seq, exc_info=True)
+        if message is None:
+            message = (f"log entry {seq} of {self.storage.url} has expired: `clean` deleted the log entries before "
+                       f"{start} (older than the table's log retention, {RETENTION_PROPERTY}, and covered by a "
+                       f"checkpoint). Fix: ask for snapshot {start} or later (`airflow-lake timeline` lists the "
+                       f"log that is left); to keep more history, raise {RETENTION_PROPERTY} (alter_table).")
+        raise LogEntryExpired(message, seq, start)
+
     def entries(self, after: int, upto: int | None = None) -> Iterator[LogEntry]:
         """Entries after `after` up to `upto` (inclusive; default the head), in order."""
         end = self.head() if upto is None else upto
@@ -144,3 +250,8 @@ class CommitLog:
         raw = entry.to_dict()
         raw["metadata"] = commit_info.stamp(raw["metadata"])
         return self.storage.create_json(paths.log_file(entry.seq), raw)  # head() probes past it
+
+
+def _name(seq: int) -> str:
+    """The file name of log entry `seq` within the log directory."""
+    return paths.log_file(seq)[len(paths.LOG) + 1:]

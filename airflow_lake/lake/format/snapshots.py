@@ -4,14 +4,22 @@
 one file every `checkpoint.interval` entries (`checkpoints.py`); resolving a snapshot reads the newest
 checkpoint at or before it and folds only the entries after.
 
+Resolving the latest state lists nothing: the checkpoint pointer names the checkpoint to start from, and the
+log's head was found from the same pointer (`CommitLog.head`). Only when the pointer's checkpoint is missing,
+unreadable or newer than the snapshot asked for are the checkpoints listed.
+
 A resolver keeps the newest state it built and the last checkpoints it decoded (they never change), so one
 process asking for the latest state and then an older one (a restore, a time-travel read) decodes each
 checkpoint once.
+
+A snapshot older than the log keeps (`clean` expires entries past `log.retain.hours` that a checkpoint covers)
+raises `LogEntryExpired`, naming the oldest snapshot still reachable (`oldest_reachable`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -20,7 +28,7 @@ from functools import partial
 from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound, LakeTableNotFound
 from airflow_lake.lake.format import checkpoints, paths
 from airflow_lake.lake.format.data_files import ColumnStats, DataFile
-from airflow_lake.lake.format.log import CommitLog
+from airflow_lake.lake.format.log import CommitLog, LogEntryExpired, checkpoint_pointer
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.format.table_state import TableState, upsert_versions
 from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
@@ -82,20 +90,34 @@ class SnapshotResolver:
             return cached  # callers treat it as read-only, so it needs no copy (100k files: a copy is not free)
         with checkpoints.cyclic_gc_paused():
             state = cached.copy() if cached is not None and cached.seq < target else self._from_checkpoint(target)
-            for entry in self.commit_log.entries(state.seq, target):
-                state.apply(entry)
+            try:
+                self._fold(state, target)
+            except LogEntryExpired as err:
+                # folding from a checkpoint older than the log's start (a stale pointer named it): from one after
+                state = self._from_checkpoint(target, at_least=err.start - 1)
+                try:
+                    self._fold(state, target)
+                except LogEntryExpired as again:
+                    raise LogEntryExpired(f"snapshot {target} is older than the log keeps: {again}", again.seq,
+                                          again.start) from None
         if target == head:
             self._latest = state
         return state  # callers treat it as read-only
 
-    def _from_checkpoint(self, target: int, exclude: int | None = None) -> TableState:
-        """A copy of the newest readable checkpoint at or before `target` (never `exclude`); the empty state if
-        none.
+    def _fold(self, state: TableState, target: int) -> None:
+        for entry in self.commit_log.entries(state.seq, target):
+            state.apply(entry)
+
+    def _from_checkpoint(self, target: int, exclude: int | None = None, at_least: int = -1) -> TableState:
+        """A copy of the newest readable checkpoint at or before `target` (never `exclude`, none before
+        `at_least`); the empty state if none.
 
         Checkpoints only speed things up: a missing or unreadable one falls back to an older one, and in
         the end to folding the log from the start.
         """
         for seq, fmt in self._checkpoints(target, exclude):
+            if seq < at_least:
+                continue
             state = self._decoded.get(seq)
             if state is None:
                 state = self._read_checkpoint(seq, fmt)
@@ -111,14 +133,9 @@ class SnapshotResolver:
 
     def _checkpoints(self, target: int, exclude: int | None) -> Iterator[tuple[int, str]]:
         """Candidate checkpoints, best first: the one the hint names, then the others newest first."""
-        hint: tuple[int, str] | None = None
-        try:
-            raw = self.storage.read_json(paths.LAST_CHECKPOINT)
-            hint = (int(raw["seq"]), str(raw.get("format", "json")))  # hints without a format predate Parquet
-        except (FileNotFoundError, KeyError, ValueError, TypeError, AttributeError):
-            pass
-        if hint is not None and 0 <= hint[0] <= target and hint[0] != exclude:
-            yield hint
+        hint = checkpoint_pointer(self.storage)
+        if hint is not None and hint[1] in paths.CHECKPOINT_FORMATS and hint[0] <= target and hint[0] != exclude:
+            yield hint  # the usual case: nothing is listed
         listed = (c for c in map(paths.checkpoint_of, self.storage.list_dir(paths.CHECKPOINTS)) if c is not None)
         rank = {fmt: i for i, fmt in enumerate(paths.CHECKPOINT_FORMATS)}  # at one seq, Parquet first
         for candidate in sorted(listed, key=lambda c: (-c[0], rank[c[1]])):
@@ -159,13 +176,37 @@ class SnapshotResolver:
                 state.apply(entry)
         return {path: data_file.stats for path, data_file in state.files.items()}
 
-    def write_checkpoint(self, state: TableState) -> None:
-        """Persist `state` as a checkpoint, point the hint at it, and delete checkpoints beyond the retention."""
+    def write_checkpoint(self, state: TableState, now: float | None = None) -> None:
+        """Persist `state` as a checkpoint, point the hint at it, and delete checkpoints beyond the retention:
+        all but the newest `checkpoint.retain.count`, and the newest one at or before the log retention's horizon
+        (the one time travel within the log retention folds from once `clean` expired the entries before it)."""
         checkpoints.write(self.storage, state)
-        keep = int(stored_spec(state.spec).float_property("checkpoint.retain.count"))
-        deleted = checkpoints.retain(self.storage, keep)
+        spec = stored_spec(state.spec)
+        keep = int(spec.float_property("checkpoint.retain.count"))
+        horizon = (time.time() if now is None else now) - checkpoints.log_retention_hours(spec) * 3600
+        deleted = checkpoints.retain(self.storage, keep, completed_at=self.completed_at, horizon=horizon)
         if deleted:
             log.info("deleted %d checkpoint(s) beyond the newest %d: %s", len(deleted), keep, ", ".join(deleted))
+
+    def completed_at(self, seq: int) -> float:
+        """When entry `seq` completed; minus infinity for an expired entry (it was older than the log retention's
+        horizon when it expired, so it is older than any horizon since), infinity for one that cannot be read."""
+        try:
+            return self.commit_log.read(seq).completed_at
+        except LogEntryExpired:
+            return float("-inf")
+        except LakeError:  # damaged or lost: taken for young, so older checkpoints are kept rather than fewer
+            return float("inf")
+
+    def oldest_reachable(self) -> int:
+        """The oldest snapshot that still resolves: 0 while the log is whole, else the oldest checkpoint at or after
+        the start of the log (snapshots before it would fold expired entries)."""
+        start = self.commit_log.start()
+        if start == 0:
+            return 0
+        listed = {c[0] for c in map(paths.checkpoint_of, self.storage.list_dir(paths.CHECKPOINTS))
+                  if c is not None and c[0] >= start}
+        return min(listed, default=start)
 
 
 def snapshot_of(state: TableState, cleaned_before: int = 0) -> Snapshot:

@@ -9,6 +9,10 @@ one of the provider's spec-changing operations; otherwise the refusal names ever
 Reading the history costs one log read per spec change, not a fold of the log: the state indexes the entries
 that set the spec (`TableState.spec_changes`, kept in checkpoints). A state from a checkpoint written before
 that index has none; then the log is scanned once, raw, parsing only the entries whose text holds a spec.
+
+Once `clean` expired old log entries (`log.retain.hours`), the changes they made are gone from the history
+(the create, entry 0, is always kept): a spec the table had only in between is then not recognised, and a change
+it cannot read any more is not checked for being one of the provider's operations.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import LakeTableExists
 from airflow_lake.lake.format import paths
+from airflow_lake.lake.format.log import LogEntryExpired
 from airflow_lake.lake.format.operation_names import same_operation
 from airflow_lake.lake.spec.spec_diff import SpecDifference, describe, same_spec, spec_diff
 from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
@@ -65,12 +70,15 @@ class SpecReached:
 
 
 def spec_changes(table: TableMetadata) -> list[SpecChange]:
-    """Every entry that set the table's spec, oldest first (the create is the first)."""
+    """Every entry that set the table's spec and is still in the log, oldest first (the create is the first)."""
     state = table.state()
     seqs = state.spec_changes if state.spec_changes is not None else _scan(table, state.seq)
     out = []
     for seq in seqs:
-        entry = table.commit_log.read(seq)
+        try:
+            entry = table.commit_log.read(seq)
+        except LogEntryExpired:
+            continue  # expired with the log before the retention (module doc)
         out.append(SpecChange(seq, entry.instant, entry.operation, stored_spec(entry.metadata["spec"])))
     return out
 
@@ -78,8 +86,9 @@ def spec_changes(table: TableMetadata) -> list[SpecChange]:
 def _scan(table: TableMetadata, upto: int) -> list[int]:
     """The seqs of the entries up to `upto` whose metadata holds a spec, from the raw log (a state without the
     index). Only entries whose text holds the key are parsed."""
-    out = []
-    for seq in range(upto + 1):
+    start = table.commit_log.start()
+    out = [0] if start > 0 else []  # the create, kept when older entries expired
+    for seq in range(start, upto + 1):
         if _SPEC_KEY in table.storage.read_bytes(paths.log_file(seq)) and \
                 "spec" in table.commit_log.read(seq).metadata:
             out.append(seq)
@@ -106,7 +115,10 @@ def reached_from(table: TableMetadata, given: TableSpec) -> SpecReached:
         near = "" if nearest is None or len(spec_diff(given, nearest.spec)) >= len(differences) else (
             f" Nearest is its spec as of entry {nearest.seq} ({nearest.operation}), from which: "
             f"{describe(spec_diff(given, nearest.spec))}.")
-        raise LakeTableExists(f"{head} The given spec was never the table's spec (set by "
+        start = table.commit_log.start()
+        known = "was never the table's spec" if start == 0 else \
+            f"is none of the table's specs the log still holds (it starts at entry {start}: older ones expired)"
+        raise LakeTableExists(f"{head} The given spec {known} (set by "
                               f"{', '.join(f'{c.operation} at entry {c.seq}' for c in history)}).{near} Fix: {fix}")
     since = history[match]
     changes = tuple(c for prior, c in zip(history[match:], history[match + 1:], strict=False)

@@ -6,15 +6,16 @@ that adds creating, reading with Spark or pyarrow, and the operations on top of 
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from airflow_lake.lake.errors import LakeSnapshotNotFound, LakeSpecError
-from airflow_lake.lake.format import instants
+from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound, LakeSpecError
+from airflow_lake.lake.format import checkpoints, instants
 from airflow_lake.lake.format.instants import Instant
-from airflow_lake.lake.format.log import CommitLog, LogEntry
+from airflow_lake.lake.format.log import RETENTION_PROPERTY, CommitLog, LogEntry
 from airflow_lake.lake.format.snapshots import Snapshot, SnapshotResolver, TableState, snapshot_of
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
@@ -28,8 +29,9 @@ class TableMetadata:
 
     def __init__(self, url: str) -> None:
         self.storage = Storage(url)
-        self.commit_log = CommitLog(self.storage)
+        self.commit_log = CommitLog(self.storage, explain_expired=self._explain_expired)
         self._resolver = SnapshotResolver(self.storage, self.commit_log)
+        self._explaining = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
@@ -75,12 +77,19 @@ class TableMetadata:
         latest = self.state()
         return snapshot_of(self.state(seq), cleaned_before=latest.cleaned_before)
 
+    def oldest_reachable(self) -> int:
+        """The oldest snapshot time travel still reaches: 0, unless `clean` expired log entries older than the log
+        retention (`log.retain.hours`)."""
+        return self._resolver.oldest_reachable()
+
     def timeline(self, limit: int | None = None) -> list[Instant]:
-        """Instants in log order (completed and rolled back), then pending ones; `limit` keeps the last N."""
+        """Instants in log order (completed and rolled back), then pending ones; `limit` keeps the last N. Only
+        the log `clean` left is shown: from its start (`CommitLog.start`) on."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise LakeSpecError("limit", f"{limit!r} is not a whole number >= 0.", "Give e.g. 10, or None for all.")
         head = self.commit_log.head()
-        first = 0 if limit is None else max(0, head - limit + 1)
+        start = self.commit_log.start()
+        first = start if limit is None else max(start, head - limit + 1)
         out: list[Instant] = []
         for entry in self.commit_log.entries(first - 1, head):
             for rolled in entry.rolled_back:
@@ -103,8 +112,31 @@ class TableMetadata:
         return out
 
     def entries_since(self, seq: int) -> list[LogEntry]:
-        """Log entries completed after `seq`, in order."""
+        """Log entries completed after `seq`, in order (`LogEntryExpired` if `clean` expired the first of them)."""
         return list(self.commit_log.entries(seq))
+
+    def _explain_expired(self, seq: int, start: int) -> str:
+        """The message of `LogEntryExpired`: which entry, the retention that expired it, and the oldest snapshot
+        that time travel still reaches, with its instant and time."""
+        if self._explaining:  # resolving what the message needs ran into an expired entry itself
+            raise LakeError("no explanation")
+        self._explaining = True
+        try:
+            spec = self.spec
+            oldest = self.oldest_reachable()
+            entry = self.commit_log.read(oldest)
+        finally:
+            self._explaining = False
+        hours = checkpoints.log_retention_hours(spec)
+        configured = spec.float_property(RETENTION_PROPERTY)
+        raised = "" if hours == configured else f", raised to clean.retain.hours = {hours:g} h"
+        when = dt.datetime.fromtimestamp(entry.completed_at, tz=dt.UTC).isoformat(timespec="seconds")
+        return (f"log entry {seq} of {self.url!r} has expired: `clean` deleted the log entries before {start}, older "
+                f"than the table's log retention ({RETENTION_PROPERTY} = {configured:g} h{raised}) and covered by "
+                f"a checkpoint. The oldest snapshot still reachable is seq {oldest} (instant {entry.instant}, "
+                f"completed {when.replace('+00:00', 'Z')}). Fix: ask for seq {oldest} or later (`airflow-lake "
+                f"timeline {self.url}` lists the log that is left); to keep more history from now on, raise "
+                f"{RETENTION_PROPERTY} (alter_table).")
 
     def is_finished(self, instant: str) -> bool:
         """True if `instant` is completed or rolled back (in the log)."""

@@ -1,40 +1,63 @@
-"""Clean: delete removed files that no snapshot within the retention period needs."""
+"""Clean: delete removed files that no snapshot within the retention period needs, and expire the log entries
+older than the log retention that a checkpoint covers.
+
+Log expiry (Delta's logRetentionDuration): with the horizon now - `log.retain.hours` (never less than
+`clean.retain.hours`: `checkpoints.log_retention_hours`), clean finds the newest entry completed before it, makes
+sure a checkpoint at that entry carries the history (writing it if needed, folded from the newest checkpoint
+before it), and deletes the entries before it, oldest first, entry 0 (the table's creation) excepted. Every
+snapshot completed within the retention folds from that checkpoint, which checkpoint retention keeps: it is the
+newest at or before the horizon (`checkpoints.retain`). Clean writes it rather than hoping for one: the
+checkpoints writers make are deleted beyond `checkpoint.retain.count` long before they age past a 30-day horizon.
+Deleting oldest first keeps the entries left one run up to the head, so a reader folding forward from a checkpoint
+never meets a hole, and a clean killed halfway leaves a readable table; the log is expired before the clean's
+entry is written, so a retry (same request id or not) finds the rest still to do.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from airflow_lake.lake.errors import LakeError
+from airflow_lake.lake.format import checkpoints, paths
 from airflow_lake.lake.format.log import LogEntry
+from airflow_lake.lake.format.stats_columns import LazyStats
 from airflow_lake.lake.maintenance import retention
+from airflow_lake.lake.spec.table_spec import stored_spec
 
 if TYPE_CHECKING:
     from airflow_lake.lake.format.table_metadata import TableMetadata
+    from airflow_lake.lake.format.table_state import TableState
 
 log = logging.getLogger(__name__)
 
 
 def clean(table: TableMetadata, retain_hours: float | None = None, request_id: str | None = None,
           now: float | None = None, *, force: bool = False) -> LogEntry | None:
-    """Delete files removed before `now - retain_hours`; None if there was nothing to delete.
+    """Delete files removed before `now - retain_hours` and expire old log entries (see the module's doc); None if
+    there was nothing to do.
 
     A snapshot that was current within the retention period keeps every file it needs: a file
     removed at time T was last needed by the snapshot current just before T. A `retain_hours` shorter than
-    the table's `clean.retain.hours` is refused unless `force` (`retention.guard`).
+    the table's `clean.retain.hours` is refused unless `force` (`retention.guard`); it never shortens the log
+    retention.
     """
     configured = table.spec.float_property(retention.PROPERTY)
     hours = configured if retain_hours is None else retain_hours
     forced = retention.guard(table.url, "retain_hours", hours, configured, force=force, operation="clean",
                              risk="time travel and restore to snapshots younger than the table's retention, and "
                                   "queries or writers still reading them, would find their files deleted")
-    cutoff = (time.time() if now is None else now) - hours * 3600
+    now = time.time() if now is None else now
+    cutoff = now - hours * 3600
+    expired_log = expire_log(table, table.state(), now, hours)
     while True:
         state = table.state()
         expired = {path: int(seq) for path, (seq, removed_at) in state.tombstones.items() if removed_at < cutoff}
-        if not expired:
+        if not expired and expired_log is None:
             return None
         freed = 0
         for path in expired:
@@ -44,14 +67,21 @@ def clean(table: TableMetadata, retain_hours: float | None = None, request_id: s
         def none_readded(since: list[LogEntry], expired: dict[str, int] = expired) -> bool:
             return not any(f.path in expired for entry in since for f in entry.added)
 
+        metadata: dict[str, Any] = {"deleted": sorted(expired), "retain_hours": hours}
+        if expired:
+            metadata["cleaned_before"] = max(expired.values())
+        if forced:
+            metadata["forced"] = True
+        metrics = {"files_deleted": len(expired), "bytes_freed": freed}
+        if expired_log is not None:
+            metadata.update(expired_log.metadata())
+            metrics.update(expired_log.metrics())
         # The entry first, the deletes after it: a restore that re-adds one of these files either landed before
         # (the precheck sees it, and the clean is planned again) or conflicts with this entry. A crash between
         # the two leaves files no log entry holds: orphan removal deletes them.
         entry = table.append_entry(
-            "clean", "clean", request_id=request_id, base=state, precheck=none_readded,
-            metadata={"deleted": sorted(expired), "cleaned_before": max(expired.values()),
-                      "retain_hours": hours, **({"forced": True} if forced else {})},
-            metrics_of=partial(dict, files_deleted=len(expired), bytes_freed=freed),
+            "clean", "clean", request_id=request_id, base=state, precheck=none_readded, metadata=metadata,
+            metrics_of=partial(dict, metrics),
         )
         if entry is not None:
             break
@@ -60,3 +90,88 @@ def clean(table: TableMetadata, retain_hours: float | None = None, request_id: s
         table.storage.delete(path)
     log.info("clean deleted %d file(s), %d bytes", len(expired), freed)
     return entry
+
+
+# -- log expiry -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExpiredLog:
+    """What one clean expired of the log: `count` entries, so that the log now starts at `start` (the checkpoint
+    there covers them), under a retention of `hours`."""
+
+    count: int
+    start: int
+    hours: float
+
+    def metadata(self) -> dict[str, Any]:
+        """What the clean entry records."""
+        return {"log_expired": self.count, "log_starts_at": self.start, "log_retain_hours": self.hours}
+
+    def metrics(self) -> dict[str, Any]:
+        """What the clean reports."""
+        return {"log_entries_expired": self.count, "log_starts_at": self.start}
+
+
+def expire_log(table: TableMetadata, state: TableState, now: float, data_hours: float = 0.0) -> ExpiredLog | None:
+    """Delete, oldest first, the log entries before the newest entry completed before the log retention's horizon
+    (never entry 0), once a checkpoint at that entry carries them; None if there is nothing to expire (fewer than
+    `checkpoint.interval` entries: not worth a checkpoint) or it cannot be done safely (logged). `data_hours`: the
+    data retention of this clean, which the log retention never undercuts."""
+    spec = stored_spec(state.spec)
+    hours = max(checkpoints.log_retention_hours(spec), data_hours)
+    first = max(1, table.commit_log.start())
+    try:
+        floor = _newest_before(table, first, state.seq, now - hours * 3600)
+        if floor is None or floor - first < int(spec.float_property("checkpoint.interval")):
+            return None
+        _checkpoint_at(table, floor)
+    except LakeError as err:  # a damaged entry or checkpoint: the log stays whole until it is repaired
+        log.warning("clean of %s expires no log entries: %s", table.url, err)
+        return None
+    deleted = 0
+    for seq in range(first, floor):  # oldest first: what is left is one run up to the head
+        deleted += table.storage.delete(paths.log_file(seq))
+    log.info("clean of %s expired %d log entries (%d to %d, older than %g h; checkpoint %d carries them)",
+             table.url, deleted, first, floor - 1, hours, floor)
+    return ExpiredLog(deleted, floor, hours)
+
+
+def _newest_before(table: TableMetadata, first: int, head: int, horizon: float) -> int | None:
+    """The newest entry in `first` .. `head` that completed before `horizon`; None if `first` did not. Entries
+    complete in log order (each writer takes its completion time after it saw the previous entry): a binary
+    search reads about log2(head - first) entries."""
+    if table.commit_log.read(first).completed_at >= horizon:
+        return None
+    low, high = first, head  # invariant: entry `low` completed before the horizon
+    while low < high:
+        middle = (low + high + 1) // 2
+        if table.commit_log.read(middle).completed_at < horizon:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _checkpoint_at(table: TableMetadata, seq: int) -> None:
+    """Make sure a checkpoint at `seq` can carry the history before it alone: written (without moving the pointer,
+    from the newest checkpoint before it: usually the one the last clean wrote) unless there is one, then read back
+    whole — checksums, every stats column, and the indexes that otherwise come from the log (upsert versions, spec
+    changes). A `LakeError` says why not."""
+    fmt = next((f for s, f in checkpoints.listed(table.storage) if s == seq), None)
+    if fmt is None:
+        state = table.state(seq)
+        if state.versions is None or state.spec_changes is None:
+            raise LakeError(f"the state at entry {seq} lacks the upsert version or spec change index (it was folded "
+                            "from a checkpoint written before them); a checkpoint written by this version has them")
+        checkpoints.write(table.storage, state, point=False)
+        fmt = "parquet"
+    try:
+        held = checkpoints.read(table.storage, seq, fmt)
+        lazy = next((f.stats for f in held.files.values() if isinstance(f.stats, LazyStats)), None)
+        if lazy is not None and not lazy.columns.decode_all():
+            raise ValueError("its stats columns are unreadable")
+    except (FileNotFoundError, *checkpoints.UNREADABLE) as err:
+        raise LakeError(f"checkpoint {paths.checkpoint_file(seq, fmt)}, which would carry the history, cannot be "
+                        f"read ({type(err).__name__}: {err})") from err
+    if held.versions is None or held.spec_changes is None:
+        raise LakeError(f"checkpoint {seq} was written before the indexes a table needs once its log is expired; "
+                        "a checkpoint written by this version has them")

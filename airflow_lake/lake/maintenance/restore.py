@@ -35,7 +35,7 @@ from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.errors import LakeCommitConflict, LakeSpecError
 from airflow_lake.lake.format import instants
 from airflow_lake.lake.format.data_files import ColumnStats, DataFile
-from airflow_lake.lake.format.log import LogEntry
+from airflow_lake.lake.format.log import RETENTION_PROPERTY, LogEntry, LogEntryExpired
 from airflow_lake.lake.format.stats_columns import LazyStats, StatsColumns
 from airflow_lake.lake.format.table_state import (
     RESTORE_ACTION,
@@ -184,13 +184,21 @@ def resolve(table: TableMetadata, target: RestoreTarget, latest: TableState) -> 
 def _seq_at(table: TableMetadata, target: RestoreTarget, head: int) -> int:
     """The last entry completed at or before the target's time. Entries complete in log order (each writer takes
     its completion time after it saw the previous entry), so their times only grow: a binary search reads
-    about log2(head) entries."""
+    about log2(head) entries — of the log `clean` left (`log.retain.hours`)."""
     when = target.timestamp or 0.0
-    first = table.commit_log.read(0).completed_at
+    start = table.commit_log.start()
+    first = table.commit_log.read(start).completed_at
+    if when < first and start > 0:
+        oldest = table.oldest_reachable()
+        raise LakeSpecError(target.field, f"{iso(when)} is before the oldest snapshot the log still holds (seq "
+                            f"{start}, completed {iso(first)}): `clean` expired the entries before it, older than "
+                            f"the table's log retention ({RETENTION_PROPERTY}). The oldest snapshot still "
+                            f"reachable is seq {oldest}.",
+                            f"Give a time at or after {iso(first)}. {TIMELINE_FIX}")
     if when < first:
         raise LakeSpecError(target.field, f"{iso(when)} is before the table was created ({iso(first)}).",
                             f"Give a time at or after {iso(first)}. {TIMELINE_FIX}")
-    lo, hi = 0, head  # invariant: entry lo completed at or before `when`
+    lo, hi = start, head  # invariant: entry lo completed at or before `when`
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if table.commit_log.read(mid).completed_at <= when:
@@ -263,7 +271,10 @@ def plan(table: TableMetadata, target: RestoreTarget, *, latest: TableState | No
 
 
 def _instant_at(table: TableMetadata, seq: int) -> str:
-    return table.commit_log.read(seq).instant
+    try:
+        return table.commit_log.read(seq).instant
+    except LogEntryExpired:
+        return "expired from the log"
 
 
 def _versions_from_log(table: TableMetadata, seq: int) -> dict[int, int]:

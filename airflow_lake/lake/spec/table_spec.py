@@ -28,6 +28,9 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "checkpoint.interval": "100",
     "checkpoint.retain.count": "5",
     "clean.retain.hours": "168",
+    # log entries older than this that a checkpoint covers may be expired by `clean` (Delta's logRetentionDuration,
+    # 30 days); time travel reaches back this far (never less than clean.retain.hours: `checkpoints.py`)
+    "log.retain.hours": "720",
     # thresholds of the table health warnings (`airflow_lake.health`, shown by `airflow-lake ls` and the Lake page)
     "health.small_file_bytes": "134217728",
     "health.small_file_share": "0.5",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.format.log import LogEntryExpired
 from airflow_lake.lake.format.table_state import UPSERT_ACTION
 
 if TYPE_CHECKING:
@@ -77,12 +78,19 @@ def applied(table: TableMetadata, versions: Iterable[int], state: TableState | N
     else:
         entries = (table.commit_log.read(seq) for seq in sorted({index[v] for v in wanted if v in index}))
     out: dict[int, Applied] = {}
-    for entry in entries:
-        item = _applied(entry)
-        if item is None:
-            continue
-        for version in wanted.intersection(item.versions):
-            out[version] = item  # entries come in log order: a later replacing upsert wins
+    try:
+        for entry in entries:
+            item = _applied(entry)
+            if item is None:
+                continue
+            for version in wanted.intersection(item.versions):
+                out[version] = item  # entries come in log order: a later replacing upsert wins
+    except LogEntryExpired as err:
+        held = sorted(v for v in wanted if index is not None and index.get(v) == err.seq)
+        raise LakeSpecError("version", f"version(s) {held or sorted(wanted)} were applied by log entry {err.seq}, "
+                            "which `clean` has expired from the log (older than the table's log.retain.hours): "
+                            "that upsert can be neither compared with this one nor replaced. Nothing was committed.",
+                            "Upsert a new, higher version with the corrections.") from err
     return out
 
 
