@@ -17,7 +17,7 @@ alternately with this code, round by round, on the same table; the ratio is afte
 Building 100,000 commits takes a few minutes: the table is kept in a scratch directory (`common.scratch_dir`, kept)
 whose path is printed; `--cache DIR` reuses it (it is rebuilt only if its `built.json` does not match).
 
-    git -C /work/main worktree add --detach /tmp/before-log HEAD
+    git worktree add --detach /tmp/before-log ccc68ac   # the code before the constant-time open
     .venv/bin/python benchmarks/bench_log_open.py --before /tmp/before-log --json-out /tmp/bench_log_open.json
     .venv/bin/python benchmarks/bench_log_open.py --before /tmp/before-log --cache /tmp/bench-log-open-XXXX   # reuse
     .venv/bin/python benchmarks/bench_log_open.py --commits 2000 --rounds 2      # quick, this code only
