@@ -17,6 +17,9 @@
     airflow-lake connect-server [--port 15002] [--master local[2]] [--json]   (a Spark Connect server for lake tasks)
 
 It works on metadata (the commit log, checkpoints and pending instants), so it needs neither Spark nor Airflow.
+Every path may be a table URL on an object store instead (`airflow-lake ls s3://bucket/lake`, `airflow-lake show
+s3://bucket/lake/sales`), reached with the store's usual configuration (for S3: AWS_* environment variables or
+~/.aws, as botocore reads them; AWS_ENDPOINT_URL for an S3-compatible server).
 Only `remove-orphan-files`, `rollback-pending`, `restore`, `clean`, `alter` and `delete` change anything: the first
 deletes files no log entry holds (younger than the table's clean.retain.hours only with --force), the second rolls
 back the named pending instants (a clustering plan too; never a live writer) or, without ids, every pending instant
@@ -104,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     listing = commands.add_parser("ls", help="every lake table under a root: kind, rows, files, size, last commit, "
                                   "health")
-    listing.add_argument("root", help="a directory holding lake tables (searched 4 levels deep)")
+    listing.add_argument("root", help="a directory or store URL (s3://bucket/prefix) holding lake tables (searched 4 "
+                         "levels deep)")
     timeline = commands.add_parser("timeline", help="instants of a table, oldest first")
     timeline.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT,
                           help=f"show the last N log entries (default {DEFAULT_LIMIT}; 0 = all); "
@@ -355,12 +359,39 @@ def main(argv: Sequence[str] | None = None) -> int:
             _check_as_of(getattr(args, "as_of", None))
             data = collect(LakeTable.open(args.path), args)
     except (LakeError, OSError, json.JSONDecodeError) as err:  # no table, bad --as-of, unreadable metadata
-        print(f"{PROG}: {err}", file=sys.stderr)
-        if args.json:
-            _emit(json.dumps({"error": str(err), "exit_code": EXIT_ERROR}, indent=2))
-        return EXIT_ERROR
+        return _fail(str(err), args.json)
+    except Exception as err:
+        if not _is_store_client_error(err):
+            raise
+        where = args.root if args.command == "ls" else args.path
+        return _fail(f"{where}: the store could not be reached ({type(err).__name__}: {err}). Fix: configure the "
+                     "store's credentials and endpoint for this shell (for S3 the AWS_* environment variables or "
+                     "~/.aws as botocore reads them: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE, "
+                     "AWS_DEFAULT_REGION, and AWS_ENDPOINT_URL for an S3-compatible server).", args.json)
     _emit(json.dumps(data, indent=2, default=str) if args.json else render(data))
     return EXIT_OK
+
+
+def _fail(message: str, as_json: bool) -> int:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    if as_json:
+        _emit(json.dumps({"error": message, "exit_code": EXIT_ERROR}, indent=2))
+    return EXIT_ERROR
+
+
+# the errors of the stores' client libraries that are no OSError (s3fs passes botocore's own on: no credentials,
+# no connection); only a module already imported can have raised one
+_STORE_CLIENT_ERRORS = (("botocore.exceptions", "BotoCoreError"), ("google.auth.exceptions", "GoogleAuthError"),
+                        ("azure.core.exceptions", "AzureError"))
+
+
+def _is_store_client_error(err: BaseException) -> bool:
+    for module, name in _STORE_CLIENT_ERRORS:
+        loaded = sys.modules.get(module)
+        kind = getattr(loaded, name, None) if loaded is not None else None
+        if isinstance(kind, type) and isinstance(err, kind):
+            return True
+    return False
 
 
 def _emit(text: str) -> None:

@@ -18,6 +18,7 @@ from airflow_lake.lake.format import instants, table_roots
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
 from airflow_lake.lake.format.log import LogEntryExpired
 from airflow_lake.lake.format.snapshots import Snapshot, TableState
+from airflow_lake.lake.format.storage import Storage, is_local, normalize_url
 from airflow_lake.lake.format.table_state import UPSERT_ACTION
 from airflow_lake.lake.maintenance.orphans import remove_orphan_files
 from airflow_lake.lake.spec.partitions import partition_order_key
@@ -381,16 +382,25 @@ def _data_rows(data_file: DataFile) -> int:
 
 # -- the tables under a root (`airflow-lake ls`) -------------------------------------------------------------------
 def ls_data(root: str) -> Data:
-    """Every lake table under `root` (the root itself too, if it is one), one summary each with its health
-    warnings (`health.table_health`); a table that cannot be read is listed with its `error`."""
+    """Every lake table under `root`, a directory or a store URL (the root itself too, if it is one), one summary
+    each with its health warnings (`health.table_health`); a table that cannot be read is listed with its
+    `error`."""
     from airflow_lake.health import table_health
     from airflow_lake.ui.roots import find_tables
 
-    real = os.path.realpath(root)
-    if not os.path.isdir(real):
-        raise LakeError(f"{root!r} is not a directory. Fix: give the directory the tables lie under.")
-    paths = [(".", real)] if table_roots.holds_table(real) else []
-    paths += [(ref.relative, ref.path) for ref in find_tables([real])]
+    url = normalize_url(root)
+    if is_local(url):
+        real = os.path.realpath(url)
+        if not os.path.isdir(real):
+            raise LakeError(f"{root!r} is not a directory. Fix: give the directory the tables lie under.")
+        holds = table_roots.holds_table(real)
+    else:  # a store URL: a prefix (bounded listings, never a data file: `table_roots.store_tables_below`)
+        real = url
+        holds = table_roots.store_holds_table(url)
+    paths = [(".", real)] if holds else []
+    paths += [(ref.relative, ref.path) for ref in find_tables([real], strict=True)]
+    if not paths and not is_local(real) and not Storage(real).exists(""):
+        raise LakeError(f"{root!r} holds nothing. Fix: give the URL of the prefix the tables lie under.")
     tables = []
     for relative, path in paths:
         item: Data = {"path": relative, "url": path}

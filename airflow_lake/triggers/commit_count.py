@@ -1,7 +1,10 @@
 """`CommitCountTrigger`: fires once a lake table has had `min_commits` commits (for `CommitCountSensor`).
 
 It reads only the table's timeline, in a worker thread (`asyncio.to_thread`): the triggerer's event loop
-never blocks on file I/O.
+never blocks on file I/O. On an object store too: s3fs (gcsfs, adlfs) sends its requests from fsspec's own I/O
+thread and event loop, and the worker thread waits for them (tests/triggers/test_commit_count_s3.py measures the
+triggerer's loop while a poll reads a table on S3). The triggerer reaches the store with its own environment:
+the store's credentials and endpoint must be configured for it as for the workers.
 """
 
 from __future__ import annotations

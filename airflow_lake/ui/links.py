@@ -1,15 +1,15 @@
 """The "Lake table" extra link of every lake operator's task: its table's page inside the Airflow UI (the Lake view
-at <ui>/plugin/lake, showing the page /lake/table?ref=...), if the table is under a configured root."""
+at <ui>/plugin/lake, showing the page /lake/table?ref=...), if the table is under a configured root (a local path,
+or a store URL under a store root: `roots.relative_to_root`)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 from urllib.parse import quote
 
 from airflow.sdk import BaseOperatorLink
 
-from airflow_lake.ui.roots import BadTableRef, configured_roots, resolve
+from airflow_lake.ui.roots import BadTableRef, configured_roots, relative_to_root, resolve
 
 URL_ROUTE = "lake"  # the Lake view's address in the UI (`plugin.URL_ROUTE`)
 
@@ -21,12 +21,14 @@ class LakeTableLink(BaseOperatorLink):
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
         """`<api base url>/plugin/lake/lake/table?ref=...`, or "" when the table is outside the configured roots."""
-        path = os.path.realpath(str(getattr(operator, "table", "") or ""))
-        for index, root in enumerate(configured_roots()):
-            if os.path.commonpath([path, root]) == root and path != root:
-                ref = f"{index}/{os.path.relpath(path, root)}"
+        table = str(getattr(operator, "table", "") or "")
+        roots = configured_roots()
+        for index, root in enumerate(roots):
+            relative = relative_to_root(table, root)
+            if relative is not None:
+                ref = f"{index}/{relative}"
                 try:
-                    resolve(ref, configured_roots())
+                    resolve(ref, roots)
                 except BadTableRef:
                     return ""
                 return f"{_base_url()}/plugin/{URL_ROUTE}/lake/table?ref={quote(ref, safe='/')}"

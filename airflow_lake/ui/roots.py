@@ -5,17 +5,30 @@ path, never "..", and its real path (symlinks resolved) must stay inside its roo
 nothing but the table's `_lake` directory, so that directory must be the table's own: not a link (a link could
 show another table, inside the roots or not, under this one's name and this one's access rights), and no link
 in it may lead out of it.
+
+A root may also be an object store URL (`s3://bucket/lake`, any store `Storage` serves). There is no real path
+there: a reference is checked by its text (no '.', '..' or empty segments, nothing a URL or fsspec would read as
+more than a name: '?', '#', '%', '*', '[', ']' or control characters), so that the table's URL is the root's URL
+plus '/' plus its path, under the root by construction; a store has no links to escape through. Its tables are the
+prefixes whose `_lake/log/` holds a key (`table_roots.store_tables_below`: bounded listings, never a data file).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_lake.lake.errors import LakeError
+from airflow_lake.lake.format import stores, table_roots
+from airflow_lake.lake.format.storage import is_local, normalize_url
+
 MAX_DEPTH = 4  # how deep under a root tables are looked for
 LAKE_DIR = "_lake"
+_NOT_IN_STORE_NAMES = frozenset("?#%*[]\\")  # a URL's query, fragment or escape; fsspec's glob characters
+log = logging.getLogger(__name__)
 
 
 class BadTableRef(ValueError):
@@ -24,7 +37,8 @@ class BadTableRef(ValueError):
 
 @dataclass(frozen=True)
 class TableRef:
-    """A table under root number `root`: its reference as URLs carry it, and its real path."""
+    """A table under root number `root`: its reference as URLs carry it, and its real path (on a store: its
+    URL)."""
 
     root: int
     relative: str
@@ -36,7 +50,8 @@ class TableRef:
 
 
 def configured_roots() -> list[str]:
-    """The roots from Airflow's `[lake] roots` (else $AIRFLOW_LAKE_ROOT, the example pipeline's root)."""
+    """The roots from Airflow's `[lake] roots` (else $AIRFLOW_LAKE_ROOT, the example pipeline's root), comma
+    separated: local paths (as real paths) or store URLs (as given, without a trailing '/')."""
     raw = os.environ.get("AIRFLOW__LAKE__ROOTS")
     if raw is None:
         try:
@@ -47,7 +62,17 @@ def configured_roots() -> list[str]:
             raw = None
     if not raw:
         raw = os.environ.get("AIRFLOW_LAKE_ROOT", "")
-    return [os.path.realpath(r.strip()) for r in raw.split(",") if r.strip()]
+    return [_root(r) for r in raw.split(",") if r.strip()]
+
+
+def _root(text: str) -> str:
+    url = normalize_url(text.strip())
+    return os.path.realpath(url) if is_local(url) else url
+
+
+def is_store_root(root: str) -> bool:
+    """True if a configured root is an object store URL (not a local path)."""
+    return not is_local(root)
 
 
 def resolve(ref: str, roots: list[str]) -> TableRef:
@@ -60,6 +85,8 @@ def resolve(ref: str, roots: list[str]) -> TableRef:
             or any(p in ("", ".", "..") for p in parts):
         raise BadTableRef(f"{ref!r}: a table path is relative to its root, without '.', '..' or empty parts.")
     root = roots[int(head)]
+    if is_store_root(root):
+        return _resolve_on_store(ref, int(head), parts, root)
     real = os.path.realpath(os.path.join(root, *parts))
     if not _inside(real, root) or real == root:
         raise BadTableRef(f"{ref!r} leaves its root.")
@@ -71,6 +98,55 @@ def resolve(ref: str, roots: list[str]) -> TableRef:
     if _link_out_of(lake):
         raise BadTableRef(f"{ref!r}: a link in its {LAKE_DIR} directory leads out of it.")
     return TableRef(int(head), "/".join(parts), real)
+
+
+def _store_parts_ok(parts: list[str]) -> bool:
+    return not any(_NOT_IN_STORE_NAMES.intersection(p) or any(ch < " " or ch == "\x7f" for ch in p) for p in parts)
+
+
+def _resolve_on_store(ref: str, index: int, parts: list[str], root: str) -> TableRef:
+    """`resolve` under a store root: by the reference's text, then one bounded LIST (is `_lake/log/` there?)."""
+    if not _store_parts_ok(parts):
+        raise BadTableRef(f"{ref!r}: a table path under a store root holds no '?', '#', '%', '*', '[', ']' or control "
+                          "characters.")
+    relative = "/".join(parts)
+    url = f"{root}/{relative}"
+    try:
+        held = table_roots.store_holds_table(url)
+    except FileNotFoundError:  # (no such bucket)
+        held = False
+    except Exception as err:  # unreachable, no credentials (botocore's own errors), no fsspec package for it
+        raise BadTableRef(f"{ref!r}: its store cannot be read ({type(err).__name__}: {err}).") from err
+    if not held:
+        raise BadTableRef(f"{ref!r} is not a lake table.")
+    return TableRef(index, relative, url)
+
+
+def relative_to_root(table: str, root: str) -> str | None:
+    """The path of the table `table` (a path or URL) under `root`, or None if it is not strictly under it. Local:
+    by real paths. A store: by URL, the scheme's aliases taken as one (s3a:// is s3://)."""
+    try:
+        url = normalize_url(table)
+    except LakeError:  # empty, NUL
+        return None
+    if is_store_root(root):
+        if is_local(url):
+            return None
+        key, base = _store_key(url), _store_key(root) + "/"
+        return key[len(base):] if key.startswith(base) and len(key) > len(base) else None
+    if not is_local(url):
+        return None
+    path = os.path.realpath(url)
+    if os.path.commonpath([path, root]) != root or path == root:
+        return None
+    return os.path.relpath(path, root)
+
+
+def _store_key(url: str) -> str:
+    """`url` with its scheme replaced by the store's own protocol (s3a -> s3, abfss -> abfs, gcs -> gs)."""
+    store = stores.store_of(url)
+    scheme, sep, rest = url.partition("://")
+    return f"{store.protocol if store else scheme.lower()}{sep}{rest}"
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -95,10 +171,15 @@ def _link_out_of(lake: str) -> bool:
     return False
 
 
-def find_tables(roots: list[str]) -> list[TableRef]:
-    """Every lake table under the roots (directories holding `_lake`), not following links out of a root."""
+def find_tables(roots: list[str], *, strict: bool = False) -> list[TableRef]:
+    """Every lake table under the roots (directories holding `_lake`), not following links out of a root. A store
+    root that cannot be searched (unreachable, too broad: `table_roots.store_tables_below`) is logged and skipped,
+    or with `strict` its error raised."""
     found: list[TableRef] = []
     for index, root in enumerate(roots):
+        if is_store_root(root):
+            found += _store_tables(index, root, strict)
+            continue
         if not os.path.isdir(root):
             continue
         stack = [(Path(root), 0)]
@@ -116,3 +197,18 @@ def find_tables(roots: list[str]) -> list[TableRef]:
                 elif depth + 1 < MAX_DEPTH and not child.is_symlink():
                     stack.append((child, depth + 1))
     return sorted(found, key=lambda t: (t.root, t.relative))
+
+
+def _store_tables(index: int, root: str, strict: bool) -> list[TableRef]:
+    """The tables under store root number `index`, as `resolve` would name them (a prefix whose name `resolve`
+    refuses is left out)."""
+    try:
+        relatives = table_roots.store_tables_below(root, MAX_DEPTH)
+    except FileNotFoundError:  # (no such bucket)
+        return []
+    except Exception as err:  # (botocore's own errors too): one store must not hide the other roots' tables
+        if strict:
+            raise
+        log.warning("Lake tables under %s cannot be listed: %s: %s", root, type(err).__name__, err)
+        return []
+    return [TableRef(index, rel, f"{root}/{rel}") for rel in relatives if _store_parts_ok(rel.split("/"))]

@@ -5,6 +5,11 @@ or above one mixes their files: each table's vacuum takes the other's live files
 does not hold them) and deletes them, and the other's reads then silently miss their rows. So
 `LakeTable.create` refuses both (`check_new_root`), and vacuum never deletes a file under a subdirectory
 that holds a `_lake` of its own (`nested_roots`, for tables made by hand or before this check).
+
+On an object store a "directory" is a key prefix: `store_holds_table` asks whether `<url>/_lake/log/` holds a
+key (one bounded LIST), and `store_tables_below` finds the tables under a prefix (the roots of the Lake page and
+`airflow-lake ls`) with one delimiter listing per prefix it visits and one bounded LIST per child prefix. It never
+lists a table's own prefix, so a table's data files (and log) are never walked.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ import os
 from collections.abc import Iterable
 
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.format import paths
+from airflow_lake.lake.format import paths, stores
+from airflow_lake.lake.format.storage import Storage
 
 MAX_DIRS_CHECKED = 10_000  # a new table's directory is new or small: more than this is not one
+MAX_PREFIXES_LISTED = 1_000  # prefixes `store_tables_below` lists (a request or more each) before it gives up
 
 
 def holds_table(directory: str) -> bool:
@@ -86,3 +93,56 @@ def nested_roots(files: Iterable[str]) -> set[str]:
         if at > 0 and not rel.startswith(f"{paths.META}/"):  # (not the root's own metadata)
             roots.add(rel[:at])
     return roots
+
+
+# -- object stores -------------------------------------------------------------------------------------------------
+def store_holds_table(url: str) -> bool:
+    """True if the store URL `url` is a table root: a key lies under its `_lake/log/` (one bounded LIST on S3)."""
+    return Storage(url).exists(paths.LOG)
+
+
+def store_tables_below(url: str, max_depth: int, limit: int = MAX_PREFIXES_LISTED) -> list[str]:
+    """The tables under the store URL `url`, as paths relative to it ('a', 'ods/daily'), sorted: child prefixes
+    whose `_lake/log/` holds a key, at most `max_depth` levels below `url`. Prefixes starting with '.' and `_lake`
+    are skipped; a table's prefix is not descended into (a table never lies inside another), nor is `url` if it is
+    a table itself, so no data file of a table is listed. More than `limit` prefixes to list raise a
+    `LakeSpecError` (each costs a request): the root is then too broad to search."""
+    storage = Storage(url)
+    if store_holds_table(url):
+        return []
+    found: list[str] = []
+    stack = [("", 0)]
+    listed = 0
+    while stack:
+        rel, depth = stack.pop()
+        listed += 1
+        if listed > limit:
+            raise LakeSpecError("root", f"{url!r} holds more than {limit} prefixes within {max_depth} levels, too "
+                                "many to search for lake tables (each is a request).",
+                                "Give a URL closer to the tables, e.g. the prefix that holds them.")
+        for name in _child_prefixes(storage, rel):
+            if name.startswith(".") or name == paths.META:
+                continue
+            child = f"{rel}/{name}" if rel else name
+            if storage.exists(f"{child}/{paths.LOG}"):
+                found.append(child)
+            elif depth + 1 < max_depth:
+                stack.append((child, depth + 1))
+    return sorted(found)
+
+
+def _child_prefixes(storage: Storage, rel: str) -> list[str]:
+    """Names of the "directories" right under `rel` of a store table root (the common prefixes of a delimiter
+    listing; keys right under it are not returned), sorted; [] if there are none."""
+    fs, root = stores.open_fs(storage.url)  # (the instance `Storage` uses: fsspec caches it, listings uncached)
+    base = f"{root}/{rel}".rstrip("/") if rel else root
+    if stores.is_s3(storage.url, fs):
+        _, prefixes, _ = stores.s3_list(fs, base + "/")
+        return sorted({p.rstrip("/") for p in prefixes} - {""})
+    try:
+        listed = fs.ls(base, detail=True)
+    except FileNotFoundError:
+        return []
+    names = {str(item["name"]).rstrip("/").rsplit("/", 1)[-1] for item in listed
+             if item.get("type") == "directory" and str(item["name"]).rstrip("/") != base}
+    return sorted(names)

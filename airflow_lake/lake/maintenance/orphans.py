@@ -7,6 +7,13 @@ dropped into the table directory by hand, and the staging directories of finishe
 decides what is kept; the directory listing only proposes candidates. A subdirectory that holds a `_lake`
 of its own is another table's (made by hand, or before `LakeTable.create` refused tables inside tables):
 nothing under it is ever deleted, and the result names it (`nested_tables`).
+
+On an object store the same steps run through `Storage`: one paged listing of the table's prefix (never a cached
+one; `s3://t` never lists `s3://t2`), and a candidate's age is its LastModified (the store's clock, whole seconds
+on S3: an hours-long `older_than_hours` dwarfs both). A file still being uploaded is no object yet (S3 shows a
+multipart upload only once it completes), so it is never listed, let alone deleted, and once it is, a pending
+writer's file is kept by its name whatever its LastModified says. The parts of an upload that was never completed
+are not objects either: only the bucket's lifecycle rule (AbortIncompleteMultipartUpload) removes them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,166 @@
+"""Maintenance on S3 (a real S3-protocol server, `tests/s3_server.py`; data files written to the store with s3fs,
+no Spark): clean deletes the removed files past the retention on the store, orphan removal walks the prefix and ages
+files by their LastModified (never a live file, a pending writer's, another table's or a hidden one), and clustering
+is planned from metadata alone (not one request for a data file)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from airflow_lake.jobs.runner import run
+from airflow_lake.lake import DataFile, LakeTable
+from airflow_lake.lake.clustering.timeline import pending_plans
+from airflow_lake.lake.format import instants
+from airflow_lake.lake.format.instants import STAGING
+from airflow_lake.lake.format.storage import Storage
+from airflow_lake.lake.maintenance.clean import clean
+from airflow_lake.lake.maintenance.orphans import remove_orphan_files
+from tests.lake.lake_core_helpers import data_file, live_paths, make_table
+from tests.s3_server import S3Server
+
+HOUR = 3600.0
+MB = 1024 * 1024
+CONTENT = b"PAR1 not really parquet PAR1"
+
+
+def put(table: LakeTable, data: DataFile, content: bytes = CONTENT) -> None:
+    """Write `data` on the store as a writer does: its manifest first, then the file under its final name."""
+    instants.write_manifest(table.storage, data.instant, [data.path])
+    table.storage.write_bytes(data.path, content)
+
+
+def drop(table: LakeTable, rel: str, content: bytes = b"debris") -> str:
+    """A key no writer announced."""
+    table.storage.write_bytes(rel, content)
+    return rel
+
+
+def keys(table: LakeTable) -> set[str]:
+    return set(table.storage.walk_files(""))
+
+
+def data_requests(counts: Counter[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    return {k: v for k, v in counts.items() if k[1] == "data"}
+
+
+def next_second() -> float:
+    """Wait until the store's clock (whole seconds in LastModified) has moved on; returns a time between the keys
+    written before and those written after."""
+    before = int(time.time())
+    while int(time.time()) <= before + 1:
+        time.sleep(0.05)
+    return before + 1.0
+
+
+def test_clean_deletes_removed_files_past_the_retention_on_the_store(s3_server: S3Server, s3_root: str) -> None:
+    table = make_table(s3_root)
+    txn = table.begin("commit", "write")
+    f1, f2 = data_file(txn, "a"), data_file(txn, "b")
+    for item in (f1, f2):
+        put(table, item)
+    txn.commit(added=[f1, f2])
+    txn = table.begin("replace", "compact")
+    g1 = data_file(txn, "a")
+    put(table, g1)
+    e2 = txn.commit(added=[g1], removed=[f1.path])
+    time.sleep(0.05)
+    txn = table.begin("replace", "compact")
+    g2 = data_file(txn, "b")
+    put(table, g2)
+    e3 = txn.commit(added=[g2], removed=[f2.path])
+    assert {f1.path, f2.path, g1.path, g2.path} <= keys(table)
+
+    # the retention ends between the two replaces: f1 goes, f2 (removed later) stays for time travel
+    now = (e2.completed_at + e3.completed_at) / 2 + HOUR
+    mark = s3_server.counter.mark()
+    entry = clean(LakeTable.open(s3_root), retain_hours=1, force=True, now=now)
+    counts = s3_server.counter.since(mark)
+    assert entry is not None and entry.metadata["deleted"] == [f1.path]
+    assert entry.metrics["files_deleted"] == 1 and entry.metrics["bytes_freed"] == len(CONTENT)
+    present = keys(table)
+    assert f1.path not in present and {f2.path, g1.path, g2.path} <= present
+    assert live_paths(LakeTable.open(s3_root)) == {g1.path, g2.path}
+    # a data file is only asked its size and deleted: never read, listed or copied
+    assert set(data_requests(counts)) <= {("HEAD", "data"), ("DELETE", "data")}, counts
+    assert clean(LakeTable.open(s3_root), retain_hours=1, force=True, now=now) is None  # nothing left to do
+
+
+def test_orphans_on_the_store_are_aged_by_last_modified(s3_server: S3Server, s3_root: str) -> None:
+    table = make_table(s3_root, {"clean.retain.hours": "1"})
+    txn = table.begin("commit", "write")
+    live = data_file(txn, "a")
+    put(table, live)
+    committed = txn.commit(added=[live])
+    txn = table.begin("replace", "compact")
+    newer = data_file(txn, "a")
+    put(table, newer)
+    txn.commit(added=[newer], removed=[live.path])  # `live` is now a tombstone: clean's, not orphan removal's
+    doomed = table.begin("commit", "write")
+    lost = drop(table, data_file(doomed, "a").path)  # written without a manifest, then rolled back
+    doomed.abort()
+    stray = drop(table, f"dt=a/part-{committed.instant}-attempt2-00000.parquet")
+    by_hand = [drop(table, "notes.txt"), drop(table, "dt=c/copied.parquet"), drop(table, "dt=c/a[1]*?.parquet")]
+    pending = instants.request(table.storage, "commit", "write", {}, None, not_before=table.state().instant,
+                               finished=table.is_finished)
+    instants.mark_inflight(table.storage, pending, base_seq=table.state().seq)
+    in_flight = drop(table, f"dt=a/part-{pending}-00000.parquet")
+    hidden = [drop(table, "_SUCCESS"), drop(table, "dt=a/.part-x.parquet.crc"), drop(table, "_tmp/x.parquet")]
+    staged_done = drop(table, f"{STAGING}/{doomed.instant}/dt=a/part-0.parquet", b"staged")
+    staged_pending = drop(table, f"{STAGING}/{pending}/dt=a/part-0.parquet")
+    inner = LakeTable.create(f"{s3_root}/sub/inner", {"schema": "id BIGINT"})  # another table below this one
+    inner_file = drop(inner, "part-x.parquet")
+    sibling = Storage(f"{s3_root}x")  # a prefix sharing the table's leading characters: never listed with it
+    sibling.write_bytes("dt=a/part-y.parquet", b"not ours")
+    cutoff = next_second()  # what follows is younger than the cutoff
+    fresh = drop(table, "dt=a/just-copied.parquet")
+    now = cutoff + HOUR  # older_than_hours=1 before `now`: the keys written before `cutoff` are old enough
+    orphans = sorted([lost, stray, *by_hand])
+
+    mark = s3_server.counter.mark()
+    dry = remove_orphan_files(LakeTable.open(s3_root), dry_run=True, now=now)
+    counts = s3_server.counter.since(mark)
+    assert dry.orphans == tuple(orphans) and dry.staging == (f"{STAGING}/{doomed.instant}",)
+    assert dry.nested_tables == ("sub/inner",) and not dry.deleted
+    assert dry.bytes == sum(len(table.storage.read_bytes(p)) for p in orphans) + len(b"staged")
+    # one walk of the prefix; the candidates' age and size from the store; live data never asked about
+    asked = {key for method, key, _ in list(s3_server.counter.recent)[-sum(counts.values()):] if method == "HEAD"}
+    print("requests of an orphan dry run on S3:", sum(counts.values()), sorted(counts.items()))
+    assert not any(method == "GET" for method, kind in counts if kind == "data"), counts
+    prefix = s3_server.key_of(s3_root)
+    assert not {f"{prefix}/{p}" for p in (live.path, newer.path, in_flight, *hidden)} & asked  # never asked
+    assert f"{prefix}/{lost}" in asked
+    assert counts[("HEAD", "data")] <= 2 * (len(orphans) + 1), counts  # age (and size) of the candidates only
+
+    result = remove_orphan_files(LakeTable.open(s3_root), now=now, request_id="orphans-1")
+    assert result.deleted and result.orphans == dry.orphans and result.entry is not None
+    present = keys(table)
+    assert not set(orphans) & present and not any(k.startswith(staged_done.rsplit("/", 2)[0]) for k in present)
+    kept = {live.path, newer.path, in_flight, fresh, staged_pending, *hidden}
+    assert kept <= present
+    assert sibling.exists("dt=a/part-y.parquet")
+    assert inner.storage.exists(inner_file) and LakeTable.open(f"{s3_root}/sub/inner").commit_log.head() == 0
+    entry = result.entry
+    assert (entry.action, entry.operation, entry.request_id) == ("clean", "remove_orphan_files", "orphans-1")
+    assert entry.metadata["orphans"] == orphans
+    assert remove_orphan_files(LakeTable.open(s3_root), now=now).orphans == ()  # a second run finds nothing
+
+
+def test_clustering_is_planned_from_metadata_alone(s3_server: S3Server, s3_root: str) -> None:
+    table = make_table(s3_root)
+    for _ in range(4):
+        txn = table.begin("commit", "write")
+        item = data_file(txn, "a", size=MB)
+        put(table, item)
+        txn.commit(added=[item])
+    mark = s3_server.counter.mark()
+    out = run(None, "schedule_clustering", {"table": s3_root, "request_id": "plan-1"})
+    counts = s3_server.counter.since(mark)
+    assert out["scheduled"] and out["input_files"] == 4 and out["groups"] == 1
+    assert data_requests(counts) == {}, counts  # not one request for a data file
+    assert not table.storage.exists("_lake/locks/schedule_clustering.json")  # the lock is released
+    [plan] = pending_plans(LakeTable.open(s3_root))
+    assert plan.id == out["plan_id"] and plan.plan is not None and len(plan.plan.files) == 4
+    again = run(None, "schedule_clustering", {"table": s3_root, "request_id": "plan-1"})
+    assert again["plan_id"] == out["plan_id"] and again["existing_plan"]
+    print("requests of one schedule_clustering on S3:", sum(counts.values()), sorted(counts.items()))

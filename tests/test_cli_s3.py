@@ -1,0 +1,181 @@
+"""The `airflow-lake` CLI on tables on S3 (a real S3-protocol server, `tests/s3_server.py`; commits through the
+transaction API with data files written to the store, no Spark): `ls` finds the tables under a prefix with bounded
+listings (never listing a table's own prefix, never touching a data file), and `timeline`, `show`, `files`, `plans`,
+`remove-orphan-files` and `clean` take a table's URL where they take a path, in text and with --json; the installed
+console script reaches the store from the environment alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_lake.cli import main
+from airflow_lake.jobs.runner import run as run_job
+from airflow_lake.lake import DataFile, LakeTable
+from airflow_lake.lake.format import instants
+from airflow_lake.lake.format.log import LogEntry
+from airflow_lake.lake.format.storage import Storage
+from tests.s3_server import S3Server
+
+BUCKETED = {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"], "bucket": {"columns": ["id"], "count": 4}}
+PLAIN = {"schema": "id BIGINT"}
+AIRFLOW_LAKE = Path(sys.executable).with_name("airflow-lake")
+MB = 1024 * 1024
+
+
+def commit(table: LakeTable, files: Sequence[tuple[str, int, int | None]], removed: Sequence[str] = (),
+           action: str = "commit") -> LogEntry:
+    """Commit data files given as (partition value of dt or "" for none, rows, bucket), written to the store
+    first (manifest, then the file); bytes are rows * 10 in the log, whatever the file holds."""
+    txn = table.begin(action, "write")
+    added = []
+    for n, (dt, rows, bucket) in enumerate(files):
+        suffix = "" if bucket is None else f"_{bucket:05d}"
+        prefix = "" if dt == "" else f"dt={dt}/"
+        added.append(DataFile(path=f"{prefix}part-{txn.instant}-t-{n:05d}{suffix}.parquet",
+                              partition={} if dt == "" else {"dt": dt}, rows=rows, bytes=rows * 10,
+                              bucket=bucket, instant=txn.instant, stats={}))
+    instants.write_manifest(table.storage, txn.instant, [f.path for f in added])
+    for item in added:
+        table.storage.write_bytes(item.path, b"PAR1")
+    return txn.commit(added=added, removed=removed)
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    code, out, err = cli(capsys, *argv, "--json")
+    assert code == 0, (out, err)
+    return json.loads(out)
+
+
+@pytest.fixture
+def lake(s3_root: str) -> dict[str, Any]:
+    """Under one prefix: a bucketed table (ods/sales, with a replace and a pending clustering plan), a plain one
+    (plain), a table three levels down (a/b/deep), a prefix of other files (raw/) and a damaged table (broken)."""
+    sales = LakeTable.create(f"{s3_root}/ods/sales", BUCKETED)
+    first = commit(sales, [("a", 10, 1)])
+    commit(sales, [("a", 15, 3), ("b", 7, 0)])
+    replaced = commit(sales, [("a", 10, 1)], removed=[first.added[0].path], action="replace")
+    for _ in range(4):
+        commit(sales, [("c", 5, 2)])
+    plan = run_job(None, "schedule_clustering", {"table": sales.url, "min_commits": 1})
+    plain = LakeTable.create(f"{s3_root}/plain", PLAIN)
+    commit(plain, [("", 3, None)])
+    deep = LakeTable.create(f"{s3_root}/a/b/deep", PLAIN)
+    Storage(s3_root).write_bytes("raw/2026/01/x.csv", b"1,2")  # other files, no table
+    broken = LakeTable.create(f"{s3_root}/broken", PLAIN)
+    broken.storage.write_bytes("_lake/log/00000000000000000001.json", b"{not json")
+    return {"root": s3_root, "sales": sales, "plain": plain, "deep": deep, "first": first, "replaced": replaced,
+            "plan": plan}
+
+
+def test_ls_finds_the_tables_under_a_prefix_without_touching_their_data(
+        s3_server: S3Server, lake: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    root = lake["root"]
+    mark = s3_server.counter.mark()
+    data = cli_json(capsys, "ls", root)
+    counts = s3_server.counter.since(mark)
+    requests = list(s3_server.counter.recent)[-sum(counts.values()):]  # (label, key, status), newest last
+    assert data["root"] == root
+    assert [t["path"] for t in data["tables"]] == ["a/b/deep", "broken", "ods/sales", "plain"]
+    by_path = {t["path"]: t for t in data["tables"]}
+    assert by_path["ods/sales"]["url"] == f"{root}/ods/sales" and by_path["ods/sales"]["error"] is None
+    assert by_path["ods/sales"]["totals"]["files"] == 7 and by_path["plain"]["totals"]["rows"] == 3
+    assert "00000000000000000001.json" in by_path["broken"]["error"]
+    # no data file was read or asked about, and no table's own prefix (its data) was listed
+    key = s3_server.key_of(root)
+    tables = [f"{key}/{t}/" for t in by_path]
+    assert not [r for r in requests if r[0] in ("GET", "HEAD") and "/_lake/" not in r[1]], requests
+    assert not [r for r in requests if r[0] == "LIST" and (r[1] in tables or "/dt=" in r[1])], requests
+    assert not any(kind == "data" and method != "LIST" for method, kind in counts), counts
+    # one delimiter listing per prefix outside the tables: the root, ods/, a/, a/b/, raw/ and the two below it
+    assert counts[("LIST", "data")] == 7, counts
+    code, out, err = cli(capsys, "ls", root)
+    assert code == 0 and out.splitlines()[0] == root
+    assert [line.split()[0] for line in out.splitlines()[2:6]] == ["a/b/deep", "broken", "ods/sales", "plain"]
+    # the root itself a table; a prefix holding nothing
+    assert [t["path"] for t in cli_json(capsys, "ls", f"{root}/plain")["tables"]] == ["."]
+    code, out, err = cli(capsys, "ls", f"{root}/nothing-here")
+    assert code == 2 and "holds nothing" in err
+
+
+def test_table_commands_take_a_url(lake: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    url = lake["sales"].url
+    timeline = cli_json(capsys, "timeline", url)
+    assert timeline["table"] == url
+    states = [(i["action"], i["state"]) for i in timeline["instants"]]
+    assert states[0] == ("create", "completed") and states[-1] == ("replace", "requested")  # the pending plan
+    assert len([s for s in states if s[1] == "completed"]) == 8
+    code, out, _ = cli(capsys, "timeline", url, "--limit", "2")
+    assert code == 0 and "requested" in out
+
+    show = cli_json(capsys, "show", url)
+    assert show["table"] == url and show["totals"]["files"] == 7 and show["totals"]["rows"] == 52
+    older = cli_json(capsys, "show", url, "--as-of", str(lake["first"].seq))
+    assert older["totals"]["files"] == 1
+    assert cli(capsys, "show", url)[0] == 0
+
+    files = cli_json(capsys, "files", url)
+    assert [p["partition"] for p in files["partitions"]] == [{"dt": "a"}, {"dt": "b"}, {"dt": "c"}]
+    code, out, _ = cli(capsys, "files", url)
+    assert code == 0 and "dt=c" in out
+
+    plans = cli_json(capsys, "plans", url)
+    assert [p["id"] for p in plans["plans"]] == [lake["plan"]["plan_id"]]
+    assert plans["plans"][0]["partitions_detail"][0]["name"] == "dt=c"
+    code, out, _ = cli(capsys, "plans", url)
+    assert code == 0 and lake["plan"]["plan_id"] in out
+
+    # the replaced file is clean's; nothing is an orphan yet (every key is the log's, or too young)
+    orphans = cli_json(capsys, "remove-orphan-files", url, "--dry-run")
+    assert orphans["orphans"] == [] and orphans["dry_run"] is True
+    removed = lake["first"].added[0].path
+    cleaned = cli_json(capsys, "clean", url, "--retain-hours", "0", "--force")
+    assert cleaned["committed"] and cleaned["deleted"] == [removed]
+    assert not lake["sales"].storage.exists(removed)
+
+    code, out, _ = cli(capsys, "show", f"{lake['root']}/nope", "--json")
+    assert code == 2 and "no lake table" in json.loads(out)["error"]
+
+
+def test_the_console_script_reaches_the_store_from_the_environment(lake: dict[str, Any], tmp_path: Path) -> None:
+    """What a shell user runs: the store is found through the AWS_* environment (the fixture's endpoint); without
+    credentials the command says so (exit code 2), not with a traceback."""
+    env = {k: v for k, v in os.environ.items() if k.startswith(("AWS_", "PATH", "PYTHON", "LANG"))}
+    env["HOME"] = str(tmp_path)  # no ~/.aws
+    done = subprocess.run([str(AIRFLOW_LAKE), "ls", lake["root"], "--json"], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert [t["path"] for t in json.loads(done.stdout)["tables"]] == ["a/b/deep", "broken", "ods/sales", "plain"]
+    anonymous = {k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    done = subprocess.run([str(AIRFLOW_LAKE), "show", lake["sales"].url, "--json"], capture_output=True,
+                          text=True, env=anonymous, timeout=120, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    message = json.loads(done.stdout)["error"]
+    assert "the store could not be reached (NoCredentialsError" in message and "AWS_ACCESS_KEY_ID" in message
+
+
+def test_the_store_may_be_configured_through_fsspec_instead(s3_server: S3Server, lake: dict[str, Any],
+                                                            tmp_path: Path) -> None:
+    """fsspec's own configuration (FSSPEC_S3 as JSON, or ~/.config/fsspec/s3.json) serves as well as botocore's
+    environment: here it alone names the endpoint and the credentials."""
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PATH", "PYTHON", "LANG"))}
+    env.update(HOME=str(tmp_path), AWS_EC2_METADATA_DISABLED="true", FSSPEC_S3=json.dumps(
+        {"endpoint_url": s3_server.endpoint, "key": "testing", "secret": "testing",
+         "client_kwargs": {"region_name": "us-east-1"}}))
+    done = subprocess.run([str(AIRFLOW_LAKE), "timeline", lake["sales"].url, "--json"], capture_output=True,
+                          text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["instants"][0]["action"] == "create"
