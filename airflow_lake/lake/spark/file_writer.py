@@ -77,6 +77,12 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
 
     Raises `LakeSchemaError` / `LakeSpecError` for data the table refuses; nothing is placed then.
     """
+    if not storage.local:
+        # Metadata on a store is done (commits by conditional writes); placing Spark's files there is not yet:
+        # `_place` renames, which object stores do not have. Refuse before Spark writes anything.
+        raise LakeError(f"{storage.url}: writing data files to an object store is not supported yet (its metadata "
+                        "is: create, commits, clean, planning, the sensor, the Lake page and the CLI work there). "
+                        "Fix: keep tables that Spark writes on a local or mounted path for now.")
     keys = list(spec.partition_columns)
     write_id = uuid.uuid4().hex[:8]
     stage = f"{instants.staging_dir(instant)}/{write_id}"
