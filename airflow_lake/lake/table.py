@@ -59,8 +59,9 @@ class LakeTable(TableMetadata):
                          metrics={"columns": len(table_spec.columns), "created": True})
         if table.commit_log.head() < 0:
             if table.storage.local:  # before anything is written: no `_lake` left behind
-                table_roots.check_new_root(table.url)  # (it reads local directories: not checked on a store)
+                table_roots.check_new_root(table.url)
             else:  # an S3-compatible server may ignore If-None-Match: create one key twice to see
+                table_roots.check_new_store_root(table.url)
                 table.storage.check_commits(probe=True)
             if table.commit_log.try_append(entry):
                 log.info("created lake table %s", table.url)

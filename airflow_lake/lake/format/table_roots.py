@@ -131,6 +131,26 @@ def store_tables_below(url: str, max_depth: int, limit: int = MAX_PREFIXES_LISTE
     return sorted(found)
 
 
+def check_new_store_root(url: str, max_depth: int = 8) -> None:
+    """Refuse to create a table at the store URL `url` inside another table or above one (nothing is written): one
+    bounded LIST per enclosing prefix (`s3://b`, `s3://b/lake`, ...), and a search below `url` that stops at
+    tables (one request when nothing lies under `url`, the usual case for a new table)."""
+    scheme, _, rest = url.partition("://")
+    parts = rest.split("/")
+    for depth in range(1, len(parts)):
+        outer = f"{scheme}://{'/'.join(parts[:depth])}"
+        if store_holds_table(outer):
+            raise LakeSpecError("table", f"{url!r} lies inside the lake table {outer!r}: the two would share files, "
+                                "and a vacuum of either would delete the other's data.",
+                                "Create the table under a prefix outside every other table.")
+    inner = store_tables_below(url, max_depth)
+    if inner:
+        more = f" (and {len(inner) - 1} more)" if len(inner) > 1 else ""
+        raise LakeSpecError("table", f"{url!r} holds the lake table {url}/{inner[0]}{more}: the two would share "
+                            "files, and a vacuum of either would delete the other's data.",
+                            "Create the table under a prefix that holds no table, e.g. a sibling of it.")
+
+
 def _child_prefixes(storage: Storage, rel: str) -> list[str]:
     """Names of the "directories" right under `rel` of a store table root (the common prefixes of a delimiter
     listing; keys right under it are not returned), sorted; [] if there are none."""

@@ -238,3 +238,21 @@ def test_sixteen_writers_racing_in_four_processes(s3_server: S3Server, s3_root: 
     assert table.commit_log.head() == 1 + WRITERS
     assert Counter(e.request_id for e in table.commit_log.entries(1)) == Counter(f"p-w{i}" for i in range(WRITERS))
     assert len(live_paths(table)) == 1 + WRITERS and leftovers(table) == []
+
+
+def test_a_table_is_never_created_inside_or_above_another_on_s3(s3_root: str) -> None:
+    """As on disk: a table under another table's prefix, or above one, would share its files (and a vacuum of
+    either would delete the other's data); refused before anything is written."""
+    from airflow_lake.lake.errors import LakeSpecError
+    from airflow_lake.lake.format.storage import Storage
+
+    spec = {"schema": "id BIGINT"}
+    LakeTable.create(f"{s3_root}/outer", spec)
+    with pytest.raises(LakeSpecError, match=r"lies inside the lake table .*/outer'"):
+        LakeTable.create(f"{s3_root}/outer/inner", spec)
+    with pytest.raises(LakeSpecError, match=r"holds the lake table .*/outer"):
+        LakeTable.create(s3_root, spec)
+    assert not Storage(f"{s3_root}/outer/inner").exists(paths.META)  # nothing written for the refused tables
+    assert Storage(s3_root).list_dir(paths.META) == []
+    LakeTable.create(f"{s3_root}/sibling", spec)  # a sibling prefix is fine (s3://.../outer is not its parent)
+    LakeTable.create(f"{s3_root}/outer2", spec)
