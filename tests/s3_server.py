@@ -282,3 +282,44 @@ def s3_server() -> Iterator[S3Server]:
 def s3_root(s3_server: S3Server) -> str:
     """A fresh table URL on the server for one test: s3://<bucket>/<unique prefix>."""
     return f"{s3_server.url}/t{uuid.uuid4().hex[:16]}"
+
+
+@contextmanager
+def serve(bucket: str = BUCKET) -> Iterator[S3Server]:
+    """The `s3_server` fixture outside pytest (for benchmarks): the same counted, atomic server on 127.0.0.1 with one
+    bucket, and this process's AWS environment pointing at it (inherited by the processes it starts; restored
+    after)."""
+    import os
+
+    import boto3
+
+    quiet = logging.getLogger("werkzeug")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    counter = RequestCounter()
+    controls = ServerControls()
+    undo = _patch_moto(controls)
+    server = _start_server(counter)
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    names = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_REGION",
+             "AWS_ENDPOINT_URL", "AWS_EC2_METADATA_DISABLED")
+    saved = {name: os.environ.get(name) for name in names}
+    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        os.environ.pop(name, None)
+    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": REGION, "AWS_ENDPOINT_URL": endpoint,
+                       "AWS_EC2_METADATA_DISABLED": "true"})
+    try:
+        client = boto3.client("s3", endpoint_url=endpoint, region_name=REGION)
+        client.create_bucket(Bucket=bucket)
+        yield S3Server(endpoint, bucket, counter, controls, client)
+    finally:
+        server.stop()
+        undo()
+        quiet.setLevel(level)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

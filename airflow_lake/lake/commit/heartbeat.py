@@ -21,9 +21,10 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lake-heartbeat-{instant}", daemon=True)
 
-    def start(self) -> None:
-        """Beat now and keep beating."""
-        self._storage.touch(heartbeat_file(self._instant))
+    def start(self, *, beat: bool = True) -> None:
+        """Beat now (`beat=False`: the caller just did, e.g. `instants.mark_inflight`) and keep beating."""
+        if beat:
+            self._storage.touch(heartbeat_file(self._instant))
         self._thread.start()
 
     def stop(self) -> None:
@@ -35,7 +36,7 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                if not self._storage.exists(requested_file(self._instant)):
+                if not self._storage.is_file(requested_file(self._instant)):  # (on a store one HEAD)
                     return  # rolled back by another process: do not bring the heartbeat file back
                 self._storage.touch(heartbeat_file(self._instant))
             except OSError:  # a missed beat is not fatal; a stale one gets us rolled back

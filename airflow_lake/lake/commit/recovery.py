@@ -8,27 +8,36 @@ completed since it started and aborts, so a live commit can never lose its files
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Collection, Iterable
+import weakref
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.format import instants
 from airflow_lake.lake.format.log import COMPLETES, LogEntry, LogEntryExpired
 from airflow_lake.lake.format.snapshots import TableState
+from airflow_lake.lake.format.storage import Storage
 
 if TYPE_CHECKING:
     from airflow_lake.lake.format.table_metadata import TableMetadata
 
 log = logging.getLogger(__name__)
+# per Storage: the pending instants its last `recover` judged alive, so the next one (this writer's next begin)
+# does not read their files again while their beats are fresh (`instants.judge`)
+_SEEN: weakref.WeakKeyDictionary[Storage, dict[str, instants.Sighting]] = weakref.WeakKeyDictionary()
+_SEEN_LOCK = threading.Lock()
 
 
-def delete_written_files(table: TableMetadata, instant: str, keep: Collection[str] = ()) -> int:
+def delete_written_files(table: TableMetadata, instant: str, keep: Collection[str] = (), *,
+                         markers: Sequence[str] | None = None) -> int:
     """Delete the data files an instant wrote, except `keep` (what its commit holds): its staging area
-    and every file its manifests (or older per-file markers) name."""
+    and every file its manifests (or older per-file markers) name (`markers`: its `instants.marker_files`, if
+    the caller listed them already)."""
     table.storage.delete_tree(instants.staging_dir(instant))
     deleted = 0
-    for data_path in sorted(instants.written_files(table.storage, instant) - set(keep)):
+    for data_path in sorted(instants.written_files(table.storage, instant, markers) - set(keep)):
         if table.storage.delete(data_path):
             deleted += 1
     return deleted
@@ -44,10 +53,21 @@ def tidy_finished(table: TableMetadata, instant: str, state: TableState) -> None
             log.info("instant %s of %s left pending files; its log entry expired, so only those are removed",
                      instant, table.url)
         else:
-            delete_written_files(table, instant, keep=kept)
+            finish(table, instant, keep=kept)
+            return
     elif instant in state.rolled_back:
-        delete_written_files(table, instant)
+        finish(table, instant)
+        return
     instants.remove_pending(table.storage, instant)
+
+
+def finish(table: TableMetadata, instant: str, keep: Collection[str] = ()) -> int:
+    """`delete_written_files`, then `instants.remove_pending`, listing the staging area and the markers once
+    (not once each); returns the number of data files deleted."""
+    markers = instants.marker_files(table.storage, instant)
+    deleted = delete_written_files(table, instant, keep, markers=markers)
+    instants.remove_pending(table.storage, instant, markers=markers, staging=False)
+    return deleted
 
 
 def tidy_if_left(table: TableMetadata, entry: LogEntry) -> None:
@@ -58,7 +78,7 @@ def tidy_if_left(table: TableMetadata, entry: LogEntry) -> None:
     completes = entry.metadata.get(COMPLETES)
     instant_ids = [entry.instant, *([completes] if isinstance(completes, str) else [])]
     try:
-        left = [i for i in instant_ids if table.storage.exists(instants.requested_file(i))]
+        left = [i for i in instant_ids if table.storage.is_file(instants.requested_file(i))]
         if not left:  # the requested file goes last (`instants.remove_pending`): nothing else is left either
             return
         state = table.state()
@@ -81,7 +101,7 @@ def rollback_unchecked(table: TableMetadata, ids: Iterable[str], reason: str,
     entry = None
     if todo:
         info = {p.id: {"action": p.action, "operation": p.operation, "request_id": p.request_id}
-                for p in instants.pending(table.storage) if p.id in todo}
+                for p in instants.pending(table.storage, only=set(todo))}
 
         def still_todo(since: list[LogEntry]) -> bool:
             done = {e.instant for e in since} | {i for e in since for i in e.rolled_back}
@@ -114,14 +134,14 @@ def recover(table: TableMetadata, timeout: float | None = None, request_id: str 
     """
     limit = table.spec.float_property("heartbeat.timeout.seconds") if timeout is None else timeout
     state = table.state()
-    now = time.time()
-    dead, leftovers = [], []
-    for item in instants.pending(table.storage):
-        if item.id in state.instants or item.id in state.rolled_back:
-            leftovers.append(item.id)
-        elif not item.is_plan and (now - item.last_beat > limit or item.writer_gone()):
-            dead.append(item.id)
-    for instant in leftovers:  # finished instants whose writer died before tidying up
+    storage = table.storage
+    with _SEEN_LOCK:
+        seen = _SEEN.get(storage)
+    judged = instants.judge(storage, limit, lambda i: i in state.instants or i in state.rolled_back, seen)
+    with _SEEN_LOCK:
+        _SEEN[storage] = judged.alive
+    dead = judged.dead
+    for instant in judged.leftovers:  # finished instants whose writer died before tidying up
         tidy_finished(table, instant, state)
     if not dead:
         return None

@@ -24,7 +24,7 @@ from airflow_lake.lake.commit.reads import TableRead
 from airflow_lake.lake.errors import LakeCommitConflict, LakeError
 from airflow_lake.lake.format import commit_info, instants
 from airflow_lake.lake.format.data_files import DataFile
-from airflow_lake.lake.format.log import COMPLETES, LogEntry
+from airflow_lake.lake.format.log import COMPLETES, LogEntry, carrying
 from airflow_lake.lake.format.snapshots import TableState
 
 if TYPE_CHECKING:
@@ -37,22 +37,32 @@ MAX_APPEND_ATTEMPTS = 1000
 class Transaction:
     """One instant of one writer. Create through `TableMetadata.begin`."""
 
-    def __init__(self, table: TableMetadata, action: str, operation: str, base: TableState, *,
+    def __init__(self, table: TableMetadata, action: str, operation: str, base: TableState | None, *,
                  metadata: Mapping[str, Any], request_id: str | None) -> None:
+        """`base`: the state the job read (see `begin`); None: the latest, as the log is once the instant is
+        reserved (the reservation looks the head up: entries that landed since `begin` looked are then folded
+        into the base once, not read again by the commit's check)."""
         self.table = table
         self.action = action
         self.operation = operation
-        self.base = base
         self.metadata = commit_info.stamp(metadata)  # (as the log will record it: the entry returned matches)
         self.request_id = request_id
         self.started_at = time.time()
         storage = table.storage
+        with carrying():  # the state begin resolved
+            known = table.state() if base is None else base
         self.instant = instants.request(storage, action, operation, self.metadata, request_id,
-                                        not_before=base.instant or None, finished=table.is_finished)
+                                        not_before=known.instant or None, finished=table.is_finished)
+        if base is None:
+            with carrying():  # the state `finished` just resolved: no request
+                base = table.state()
+        self.base = base
         faults.reach("after_request")
-        instants.mark_inflight(storage, self.instant, base.seq)
-        self._heartbeat = Heartbeat(storage, self.instant, table.spec.float_property("heartbeat.interval.seconds"))
-        self._heartbeat.start()
+        instants.mark_inflight(storage, self.instant, base.seq)  # (the first heartbeat)
+        with carrying():  # the spec of that state
+            interval = table.spec.float_property("heartbeat.interval.seconds")
+        self._heartbeat = Heartbeat(storage, self.instant, interval)
+        self._heartbeat.start(beat=False)
         self._done = False
         log.info("instant %s (%s/%s) started from snapshot %d", self.instant, action, operation, base.seq)
 
@@ -98,6 +108,27 @@ class Transaction:
             "bytes_removed": sum(self.base.files[p].bytes for p in removed_paths),
             **(metrics or {}),
         }
+        with carrying():  # the head carried from begin: an append at a stale one fails, then the head is looked up
+            entry = self._append(intent, added_files, removed_paths, entry_metrics, metadata)
+            self._done = True
+            self._heartbeat.stop()
+            log.info("instant %s completed as log entry %d: %s", self.instant, entry.seq, entry_metrics)
+            faults.reach("after_commit")
+            # The entry is in the log: the commit has succeeded, whatever happens next. Housekeeping errors
+            # (disk full while checkpointing, say) are logged, never raised: a caller that saw a failure
+            # would run the write again and add the data twice.
+            try:
+                recovery.finish(self.table, self.instant, keep={f.path for f in added_files})
+            except Exception:
+                log.warning("instant %s committed; tidying its staging files failed (the next writer retries)",
+                            self.instant, exc_info=True)
+            self.table.after_commit(entry)  # (the head is this entry, and the entries read are kept: no request)
+        return entry
+
+    def _append(self, intent: CommitIntent, added: tuple[DataFile, ...], removed: tuple[str, ...],
+                metrics: dict[str, Any], metadata: Mapping[str, Any] | None) -> LogEntry:
+        """Check the entries since the base, then create the next entry; again from the new head while another
+        writer took the number."""
         checked = self.base.seq
         log_ = self.table.commit_log
         for _ in range(MAX_APPEND_ATTEMPTS):
@@ -105,34 +136,17 @@ class Transaction:
             check(intent, log_.entries(checked, head))
             checked = head
             now = time.time()
-            entry_metrics["duration_seconds"] = round(now - self.started_at, 3)
+            metrics["duration_seconds"] = round(now - self.started_at, 3)
             entry = LogEntry(
                 seq=head + 1, instant=self.instant, action=self.action, operation=self.operation,
                 started_at=self.started_at, completed_at=now, base_seq=self.base.seq,
-                added=added_files, removed=removed_paths, request_id=self.request_id,
-                metadata={**self.metadata, **(metadata or {})}, metrics=entry_metrics,
+                added=added, removed=removed, request_id=self.request_id,
+                metadata={**self.metadata, **(metadata or {})}, metrics=metrics,
             )
             if log_.try_append(entry):
-                break
-        else:
-            raise LakeCommitConflict(f"instant {self.instant} lost the race for a log slot "
-                                     f"{MAX_APPEND_ATTEMPTS} times; run the job again.")
-        self._done = True
-        self._heartbeat.stop()
-        log.info("instant %s completed as log entry %d: %s", self.instant, entry.seq, entry_metrics)
-        faults.reach("after_commit")
-        # The entry is in the log: the commit has succeeded, whatever happens next. Housekeeping errors
-        # (disk full while checkpointing, say) are logged, never raised: a caller that saw a failure
-        # would run the write again and add the data twice.
-        try:
-            keep = {f.path for f in added_files}
-            recovery.delete_written_files(self.table, self.instant, keep=keep)
-            instants.remove_pending(self.table.storage, self.instant)
-        except Exception:
-            log.warning("instant %s committed; tidying its staging files failed (the next writer retries)",
-                        self.instant, exc_info=True)
-        self.table.after_commit(entry)
-        return entry
+                return entry
+        raise LakeCommitConflict(f"instant {self.instant} lost the race for a log slot "
+                                 f"{MAX_APPEND_ATTEMPTS} times; run the job again.")
 
     def discard(self) -> None:
         """End an instant that found nothing to commit without a trace: delete its files, then its pending files,
@@ -142,8 +156,7 @@ class Transaction:
             return
         self._done = True
         self._heartbeat.stop()
-        recovery.delete_written_files(self.table, self.instant)
-        instants.remove_pending(self.table.storage, self.instant)
+        recovery.finish(self.table, self.instant)
 
     def abort(self, reason: str = "aborted by its writer") -> None:
         """Roll the instant back: delete its files, record the rollback (with `reason`, shown in the
@@ -153,7 +166,8 @@ class Transaction:
         self._done = True
         self._heartbeat.stop()
         try:
-            recovery.rollback_unchecked(self.table, [self.instant], reason)
+            with carrying():  # the head last seen: the rollback's append catches a stale one
+                recovery.rollback_unchecked(self.table, [self.instant], reason)
         except Exception:  # the next writer rolls it back once the heartbeat is stale
             log.warning("rollback of instant %s failed; it will be rolled back later", self.instant,
                         exc_info=True)
@@ -170,8 +184,10 @@ def begin(table: TableMetadata, action: str, operation: str, metadata: Mapping[s
     `request_fingerprint`: of the request's inputs (`requests.fingerprint`), recorded with the commit.
     """
     request = requests.Request(operation, request_id, request_fingerprint)
-    requests.committed(table, request)  # refuses a request id of another operation, or of other inputs
-    if recover:
-        recovery.recover(table)
-    return Transaction(table, action, operation, table.state() if base is None else base,
+    table.commit_log.head()  # looked up once, then carried: has the request committed, which writers died
+    with carrying():
+        requests.committed(table, request)  # refuses a request id of another operation, or of other inputs
+        if recover:
+            recovery.recover(table)
+    return Transaction(table, action, operation, base,
                        metadata={**(metadata or {}), **request.metadata()}, request_id=request_id)

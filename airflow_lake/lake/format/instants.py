@@ -16,11 +16,12 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake.lake.format import commit_info, paths
+from airflow_lake.lake.format.log import uncarried
 from airflow_lake.lake.format.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -117,11 +118,18 @@ def write_manifest(storage: Storage, instant: str, data_paths: list[str]) -> Non
     storage.write_json(f"{markers_dir(instant)}/{uuid.uuid4().hex}{MANIFEST_SUFFIX}", data_paths)
 
 
-def written_files(storage: Storage, instant: str) -> set[str]:
-    """Every table path an instant announced (manifests, and per-file markers of older writers)."""
+def marker_files(storage: Storage, instant: str) -> list[str]:
+    """The files under an instant's markers directory (one listing), for `written_files` and `remove_pending` to
+    share."""
+    return storage.walk_files(markers_dir(instant))
+
+
+def written_files(storage: Storage, instant: str, markers: Sequence[str] | None = None) -> set[str]:
+    """Every table path an instant announced (manifests, and per-file markers of older writers); `markers`: its
+    `marker_files` if the caller listed them already."""
     prefix = markers_dir(instant) + "/"
     out: set[str] = set()
-    for marker in storage.walk_files(markers_dir(instant)):
+    for marker in marker_files(storage, instant) if markers is None else markers:
         if marker.endswith(MANIFEST_SUFFIX):
             try:
                 out.update(storage.read_json(marker))
@@ -140,7 +148,8 @@ def request(storage: Storage, action: str, operation: str, metadata: Mapping[str
     A finished instant has no pending files any more, so `finished` (asked after the create, when its
     log entry is surely visible) tells whether the id is already in the log and must not be reused, and
     `not_before` (the newest completed instant the caller knows) keeps ids increasing. Both are required:
-    without them an id taken in the same millisecond as the last commit could be reused.
+    without them an id taken in the same millisecond as the last commit could be reused. `finished` looks at
+    the log as it is now, even inside a `log.carrying` section: the create proves nothing about a carried head.
     """
     millis = int(time.time() * 1000)
     if not_before is not None:
@@ -159,14 +168,19 @@ def request(storage: Storage, action: str, operation: str, metadata: Mapping[str
             "pid": os.getpid(),
         }
         if storage.create_json(requested_file(instant), payload):
-            if finished is None or not finished(instant):
+            if finished is None:
+                return instant
+            with uncarried():
+                taken = finished(instant)
+            if not taken:
                 return instant
             storage.delete(requested_file(instant))  # the id of a completed or rolled-back instant
         millis += 1
 
 
 def mark_inflight(storage: Storage, instant: str, base_seq: int) -> None:
-    """Record that a writer started working on an instant (who, from which snapshot)."""
+    """Record that a writer started working on an instant (who, from which snapshot), and its first heartbeat
+    (`Heartbeat.start` beats next after one interval)."""
     storage.write_json(
         inflight_file(instant),
         {"instant": instant, "base_seq": base_seq, "started_at": time.time(),
@@ -220,19 +234,18 @@ def process_alive(pid: int) -> bool:
         return True
 
 
-def pending(storage: Storage) -> list[PendingInstant]:
-    """All instants that have pending files, oldest first.
+def pending(storage: Storage, only: Collection[str] | None = None) -> list[PendingInstant]:
+    """All instants that have pending files, oldest first (`only`: of these ids alone; the others' files are not
+    read).
 
     A pending file that cannot be read (cut short, not JSON, a wrong shape) does not stop anyone: its
     instant is listed with action "unknown", ages like any other and is rolled back once its last beat is
     older than the heartbeat timeout. Files in `_lake/pending/` whose name is no instant id are ignored.
     """
     names = storage.list_dir(paths.PENDING)
-    ids = sorted({n.split(".", 1)[0] for n in names if n.endswith(".requested.json")})
     out = []
-    for instant in ids:
-        if not is_instant_id(instant):
-            log.warning("ignoring %s/%s.requested.json: not an instant id", paths.PENDING, instant)
+    for instant in _pending_ids(names):
+        if only is not None and instant not in only:
             continue
         try:
             req = _read_pending(storage, requested_file(instant))
@@ -272,6 +285,120 @@ def pending(storage: Storage) -> list[PendingInstant]:
 UNKNOWN = "unknown"
 
 
+def _pending_ids(names: Collection[str]) -> list[str]:
+    """The instant ids of the requested files among the names of `_lake/pending/`, oldest first (a stray name is
+    warned about and skipped)."""
+    out = []
+    for instant in sorted({n.split(".", 1)[0] for n in names if n.endswith(".requested.json")}):
+        if is_instant_id(instant):
+            out.append(instant)
+        else:
+            log.warning("ignoring %s/%s.requested.json: not an instant id", paths.PENDING, instant)
+    return out
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """What a reader learnt of a pending instant it judged alive (or a plan): enough to judge it again without
+    reading its files while its last beat, a lower bound of the true one (beats only move forward), is within the
+    heartbeat timeout and its pending files are the same (`judge`)."""
+
+    inflight: bool
+    plan: bool
+    host: str | None
+    pid: int | None
+    last_beat: float
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """`judge`'s verdict on the pending instants: finished ones whose writer left files (`leftovers`), unfinished
+    ones whose writer is dead (`dead`), and the rest (`alive`, plans included) as seen, oldest first."""
+
+    leftovers: list[str]
+    dead: list[str]
+    alive: dict[str, Sighting]
+
+
+def judge(storage: Storage, timeout: float, finished: Callable[[str], bool],
+          seen: Mapping[str, Sighting] | None = None, now: float | None = None) -> Judgement:
+    """Which pending instants are finished, dead or alive — the decision `recovery.recover` makes from `pending`,
+    reading only what decides it.
+
+    Dead: not a plan, and either its last beat (the newest of its requested file, inflight file and heartbeat,
+    as `pending` takes them) is older than `timeout`, or its writer ran on this host and its process is gone.
+    A finished instant's files are not read at all; of the others the inflight file first (its writer, a beat),
+    else the requested file, then the other files only while no beat read so far is within `timeout` (one read
+    of a live writer's instant, where `pending` takes three). An instant in `seen` (an earlier `alive`) whose beat
+    there is still within `timeout` and whose pending files are the same is not read again (a plan: while it is
+    not inflight); its process is checked again.
+    """
+    now = time.time() if now is None else now
+    names = set(storage.list_dir(paths.PENDING))
+    leftovers: list[str] = []
+    dead: list[str] = []
+    alive: dict[str, Sighting] = {}
+    for instant in _pending_ids(names):
+        if finished(instant):
+            leftovers.append(instant)
+            continue
+        inflight = f"{instant}.inflight.json" in names
+        known = (seen or {}).get(instant)
+        if known is None or known.inflight != inflight or (not known.plan and now - known.last_beat > timeout):
+            known = _sight(storage, instant, inflight, timeout, now)
+            if known is None:  # finished meanwhile
+                continue
+        if known.plan:
+            alive[instant] = known
+        elif now - known.last_beat > timeout or _gone(known.host, known.pid):
+            dead.append(instant)
+        else:
+            alive[instant] = known
+    return Judgement(leftovers, dead, alive)
+
+
+def _sight(storage: Storage, instant: str, inflight: bool, timeout: float, now: float) -> Sighting | None:
+    """Read an unfinished instant's pending files until its verdict is clear (see `judge`); None if it finished
+    meanwhile (its requested file is gone)."""
+    beats: list[float] = []
+    host: str | None = None
+    pid: int | None = None
+    if inflight:
+        try:
+            raw = _read_pending(storage, inflight_file(instant))
+            beats.append(_written_at(storage, inflight_file(instant), raw.get("started_at")))
+            host, pid = _writer(raw)
+        except FileNotFoundError:
+            inflight = False
+    requested: Mapping[str, Any] | None = None
+    if not inflight or pid is None:  # a plan is told by its requested file; the writer too, unless inflight names it
+        try:
+            requested = _read_pending(storage, requested_file(instant))
+            beats.append(_written_at(storage, requested_file(instant), requested.get("requested_at")))
+        except FileNotFoundError:
+            return None
+        if pid is None:
+            host, pid = _writer(requested)
+        action = _text(requested.get("action"), UNKNOWN)
+        if not inflight and _text(requested.get("operation"), action) == PLAN_OPERATION:
+            return Sighting(False, True, host, pid, max(beats))
+    if now - max(beats) > timeout and not _gone(host, pid):
+        with contextlib.suppress(FileNotFoundError):
+            beats.append(storage.touched_at(heartbeat_file(instant)))
+        if now - max(beats) > timeout and requested is None:
+            try:
+                beats.append(_written_at(storage, requested_file(instant),
+                                         _read_pending(storage, requested_file(instant)).get("requested_at")))
+            except FileNotFoundError:
+                return None
+    return Sighting(inflight, False, host, pid, max(beats))
+
+
+def _gone(host: str | None, pid: int | None) -> bool:
+    """`PendingInstant.writer_gone` for a writer that is no plan's."""
+    return pid is not None and host == socket.gethostname() and not process_alive(pid)
+
+
 def _written_at(storage: Storage, rel: str, stamp: Any) -> float:
     """When a pending file was written: its mtime locally; on a store the writer's own time stamp in it (the
     store's LastModified is the server's clock, to the second, while liveness is judged by the reader's clock;
@@ -306,11 +433,15 @@ def _text(value: Any, default: str) -> str:
     return value if isinstance(value, str) and value else default
 
 
-def remove_pending(storage: Storage, instant: str) -> None:
+def remove_pending(storage: Storage, instant: str, *, markers: Sequence[str] | None = None,
+                   staging: bool = True) -> None:
     """Delete the staging area, markers, heartbeat and pending files of a finished instant (in that order:
-    the requested file goes last, so a crash in between leaves it findable)."""
-    storage.delete_tree(staging_dir(instant))
-    storage.delete_tree(markers_dir(instant))
-    storage.delete(heartbeat_file(instant))
-    storage.delete(inflight_file(instant))
+    the requested file goes last, so a crash in between leaves it findable).
+
+    `markers`: its `marker_files` if the caller listed them already (not listed again); `staging=False`: the
+    caller deleted the staging area already. On a store the markers, heartbeat and inflight file go in one batch
+    delete, then the requested file."""
+    if staging:
+        storage.delete_tree(staging_dir(instant))
+    storage.delete_tree(markers_dir(instant), listed=markers, also=(heartbeat_file(instant), inflight_file(instant)))
     storage.delete(requested_file(instant))

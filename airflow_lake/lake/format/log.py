@@ -4,23 +4,34 @@ Completing an action is the exclusive creation of the next number. Two writers r
 number cannot both win, which totally orders completions and makes every commit atomic.
 
 Opening a log never lists it: the pointer to the newest checkpoint (`_lake/_last_checkpoint.json`) names an
-entry known to exist, and only the entries after it are looked for (`CommitLog.head`). `clean` may expire
-entries older than the table's log retention (`log.retain.hours`) once a checkpoint covers them, oldest first
-and never entry 0 (the table's creation: its spec and request id), so the entries left are entry 0 and one
+entry known to exist, and only the entries after it are looked for (`CommitLog.head`). On a store each later look
+for new entries is one HEAD of the next entry, and one listing after the known head only when it exists. `clean`
+may expire entries older than the table's log retention (`log.retain.hours`) once a checkpoint covers them, oldest
+first and never entry 0 (the table's creation: its spec and request id), so the entries left are entry 0 and one
 run without holes up to the head (`CommitLog.start`); reading an expired one raises `LogEntryExpired`.
+
+A writer looks the head up once per step and carries it (`carrying`): within such a section `head()` answers the
+head last seen instead of asking the store again, and entries read or written in it are not read twice. A stale
+head is harmless there only because an append at a stale head fails (the entry exists: the exclusive create
+catches it), after which the next `head()` looks again. Whatever must see the log as it is now — whether an
+instant id is taken (`instants.request` asks `uncarried`), whether a request already committed (`begin` looks
+first) — looks the head up.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound
 from airflow_lake.lake.format import commit_info, paths
 from airflow_lake.lake.format.data_files import DataFile
-from airflow_lake.lake.format.storage import Storage
+from airflow_lake.lake.format.storage import Storage, dumps, loads
 
 COMPLETES = "completes"  # log entry metadata: the requested instant (plan) the entry completes
 # ... and the request id the plan was scheduled under: a retry of that schedule finds the plan executed
@@ -28,7 +39,58 @@ PLAN_REQUEST_ID = "plan_request_id"
 
 ACTIONS = frozenset({"create", "commit", "replace", "upsert", "clean", "rollback", "restore", "alter"})
 RETENTION_PROPERTY = "log.retain.hours"
+SECTION_ENTRIES = 256  # entries a carrying section keeps per log (the newest; a fold of thousands reads the rest)
 log = logging.getLogger(__name__)
+
+
+_UNREAD = object()
+
+
+class _Carry(threading.local):
+    """Per thread: how deep in `carrying` sections it is, which section (entries are kept per section), and the
+    logs' section states to empty when it ends."""
+
+    depth = 0
+    section = 0
+    fresh = 0  # within `uncarried`: heads are looked up (entries kept are still used: they never change)
+    touched: list[_Section]
+
+    def __init__(self) -> None:
+        self.touched = []
+
+
+_carry = _Carry()
+
+
+@contextmanager
+def carrying() -> Iterator[None]:
+    """Within: `CommitLog.head()` answers the head this process last saw (no request; the first call of a log not
+    opened yet still opens it), until an append of this thread fails, and an entry read or written in the section
+    is not read again. For one writer's step (begin, commit, abort), whose appends are exclusive creates: a
+    stale head only costs a failed create. Per thread; sections nest."""
+    if _carry.depth == 0:
+        _carry.section += 1
+    _carry.depth += 1
+    try:
+        yield
+    finally:
+        _carry.depth -= 1
+        if _carry.depth == 0:
+            _carry.section += 1
+            for state in _carry.touched:  # what the section kept is dropped
+                state.entries.clear()
+            _carry.touched.clear()
+
+
+@contextmanager
+def uncarried() -> Iterator[None]:
+    """Within: `head()` looks the head up, even inside a `carrying` section (for whatever must see the log as it
+    is now); entries the section kept are still not read again (an entry never changes)."""
+    _carry.fresh += 1
+    try:
+        yield
+    finally:
+        _carry.fresh -= 1
 
 
 class LogEntryExpired(LakeSnapshotNotFound):
@@ -127,22 +189,78 @@ class CommitLog:
         # the message of `LogEntryExpired` for (seq, start), naming the retention and the oldest reachable snapshot
         # (the table knows them: its spec and its checkpoints); None: a plainer message
         self.explain_expired = explain_expired
+        self._local = _Section()  # per thread: what this log keeps within a `carrying` section
+        self._pointer: Any = _UNREAD  # the checkpoint pointer the open read, until `checkpoint_hint` takes it
+
+    def __getstate__(self) -> dict[str, Any]:  # pickles and copies without what only this process's threads keep
+        state = dict(self.__dict__)
+        del state["_local"], state["_pointer"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._local = _Section()
+        self._pointer = _UNREAD
 
     def head(self) -> int:
         """The highest sequence number in the log, -1 if empty.
 
         The first call starts from the entry the checkpoint pointer names (`_open`), later calls from the last
-        head seen: on local disk one existence check per new entry, never a listing of thousands of files.
+        head seen: locally one existence check per new entry; on a store one HEAD of the next entry, and if it
+        exists one listing of the entries after the known head — never a listing of thousands of files. Within
+        `carrying`, the head last seen (see there).
         """
         if self._known < 0:
             found = self._open()
             self._known = max(self._known, found)
             return found
-        known = self._known  # a local probe: threads sharing this object only ever store verified numbers
-        while self.storage.exists(paths.log_file(known + 1)):
-            known += 1
+        section = self._section()
+        if section is not None and not section.stale and not _carry.fresh:
+            return self._known
+        known = self._probe(self._known)  # threads sharing this object only ever store verified numbers
         self._known = max(self._known, known)
+        if section is not None:
+            section.stale = False
         return known
+
+    def _probe(self, known: int) -> int:
+        """The head, found forward from entry `known` (which exists)."""
+        if not self._has(known + 1):
+            return known
+        known += 1
+        if self.storage.seeks:  # one listing for however many landed meanwhile (a race: many)
+            after = {s for s in map(paths.seq_of, self.storage.list_after(paths.LOG, _name(known))) if s is not None}
+            while known + 1 in after:  # (without holes: a stray file far ahead is no entry)
+                known += 1
+            return known
+        while self._has(known + 1):
+            known += 1
+        return known
+
+    def _has(self, seq: int) -> bool:
+        """Whether entry `seq` exists: a stat locally (an `exists`, as always), one HEAD of its key on a store (not a
+        listing: a log entry is a file)."""
+        rel = paths.log_file(seq)
+        return self.storage.exists(rel) if self.storage.local else self.storage.is_file(rel)
+
+    def _section(self) -> _Section | None:
+        """This thread's state of the `carrying` section it is in (None outside one)."""
+        if _carry.depth == 0:
+            return None
+        local = self._local
+        if local.section != _carry.section:  # a new section: nothing carried over from an older one
+            local.section, local.stale = _carry.section, False
+            local.entries.clear()
+            _carry.touched.append(local)
+        return local
+
+    def _keep(self, entry: LogEntry) -> None:
+        """Keep an entry for the rest of this thread's section (entries never change once written)."""
+        section = self._section()
+        if section is not None:
+            section.entries[entry.seq] = entry
+            while len(section.entries) > SECTION_ENTRIES:
+                section.entries.popitem(last=False)
 
     def _open(self) -> int:
         """The head, found from the checkpoint pointer: the entry it names must exist (a pointer left behind by a
@@ -150,7 +268,7 @@ class CommitLog:
         looked for — on local disk by existence checks (at most `checkpoint.interval` of them, usually), on a
         store by one listing that starts after it. Without a usable pointer (a young table, a table written
         before pointers, a damaged pointer): a listing of the whole log, as before."""
-        pointer = checkpoint_pointer(self.storage)
+        pointer = self._pointer = checkpoint_pointer(self.storage)
         if pointer is not None and pointer[0] >= 1:  # (entry 0 is never expired: it proves nothing about a run)
             seq = pointer[0]
             if self.storage.local:
@@ -168,6 +286,12 @@ class CommitLog:
         seqs = [s for s in (paths.seq_of(n) for n in self.storage.list_dir(paths.LOG)) if s is not None]
         return max(seqs, default=-1)
 
+    def checkpoint_hint(self) -> tuple[int, str] | None:
+        """The checkpoint pointer (`checkpoint_pointer`): the first time after the open, the one the open read (the
+        resolution that follows an open does not read it again); then read each time. A hint either way."""
+        pointer, self._pointer = self._pointer, _UNREAD
+        return checkpoint_pointer(self.storage) if pointer is _UNREAD else pointer  # type: ignore[no-any-return]
+
     def start(self) -> int:
         """The first entry of the run of entries that ends at the head: 0, unless `clean` expired older entries
         (`log.retain.hours`), then the first one it left. (Entry 0, the table's creation, is kept either way.)
@@ -178,13 +302,13 @@ class CommitLog:
         """
         head = self.head()
         low = self._start  # known expired below it: entries 1 .. low-1
-        if head < low or self.storage.exists(paths.log_file(low)):
+        if head < low or self._has(low):
             first = low
         else:
             high = head  # invariant: entry `low` is gone, entry `high` exists
             while high - low > 1:
                 middle = (low + high) // 2
-                if self.storage.exists(paths.log_file(middle)):
+                if self._has(middle):
                     high = middle
                 else:
                     low = middle
@@ -194,6 +318,14 @@ class CommitLog:
 
     def read(self, seq: int) -> LogEntry:
         """The entry with sequence number `seq`; a `LakeError` naming the file if it is missing or damaged."""
+        section = self._section()
+        if section is not None and seq in section.entries:
+            return section.entries[seq]
+        entry = self._read(seq)
+        self._keep(entry)
+        return entry
+
+    def _read(self, seq: int) -> LogEntry:
         rel = paths.log_file(seq)
         try:
             raw = self.storage.read_json(rel)
@@ -246,10 +378,36 @@ class CommitLog:
 
     def try_append(self, entry: LogEntry) -> bool:
         """Create the entry's file; False if another writer took that number first. Every writer of the log
-        passes here, so this is where an entry records the context's commit info (`commit_info`)."""
+        passes here, so this is where an entry records the context's commit info (`commit_info`).
+
+        Either way the head is known to be at least the entry's number afterwards; within `carrying` the entry
+        created is kept (a fold after the commit does not read it back), and a failed create makes the next
+        `head()` look the head up."""
         raw = entry.to_dict()
         raw["metadata"] = commit_info.stamp(raw["metadata"])
-        return self.storage.create_json(paths.log_file(entry.seq), raw)  # head() probes past it
+        data = dumps(raw)
+        created = self.storage.create_bytes(paths.log_file(entry.seq), data)
+        if entry.seq - 1 <= self._known:  # either way entry `seq` exists now (ours, or the one that took the number),
+            self._known = max(self._known, entry.seq)  # and the log has no holes: the head is at least it
+        section = self._section()
+        if created:
+            if section is not None:  # as a reader would read it back (what JSON made of it included)
+                self._keep(LogEntry.from_dict(loads(data)))
+        elif section is not None:
+            section.stale = True  # the head carried was stale: the next `head()` looks again
+        return created
+
+
+class _Section(threading.local):
+    """A log's per-thread state within a `carrying` section: which section, whether an append failed since the
+    head was last looked up, and the entries read or written in it (newest last)."""
+
+    section = -1
+    stale = False
+    entries: OrderedDict[int, LogEntry]
+
+    def __init__(self) -> None:
+        self.entries = OrderedDict()
 
 
 def _name(seq: int) -> str:

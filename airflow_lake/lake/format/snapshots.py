@@ -28,7 +28,7 @@ from functools import partial
 from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound, LakeTableNotFound
 from airflow_lake.lake.format import checkpoints, paths
 from airflow_lake.lake.format.data_files import ColumnStats, DataFile
-from airflow_lake.lake.format.log import CommitLog, LogEntryExpired, checkpoint_pointer
+from airflow_lake.lake.format.log import CommitLog, LogEntryExpired
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.format.table_state import TableState, upsert_versions
 from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
@@ -133,7 +133,7 @@ class SnapshotResolver:
 
     def _checkpoints(self, target: int, exclude: int | None) -> Iterator[tuple[int, str]]:
         """Candidate checkpoints, best first: the one the hint names, then the others newest first."""
-        hint = checkpoint_pointer(self.storage)
+        hint = self.commit_log.checkpoint_hint()  # (after an open: the pointer the open read)
         if hint is not None and hint[1] in paths.CHECKPOINT_FORMATS and hint[0] <= target and hint[0] != exclude:
             yield hint  # the usual case: nothing is listed
         listed = (c for c in map(paths.checkpoint_of, self.storage.list_dir(paths.CHECKPOINTS)) if c is not None)

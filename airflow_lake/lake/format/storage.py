@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -113,6 +113,26 @@ class Storage:
         if not truncated:  # every key beginning with this name was seen: none is it or lies under it
             return False
         return bool(stores.s3_list(self._fs, path + "/", delimiter="", max_keys=1)[0])
+
+    def is_file(self, rel: str) -> bool:
+        """True if the file exists: a key on a store, never a "directory" (a prefix other keys begin with).
+
+        On S3 one HEAD (no listing, cheaper than one: the log's head is probed this way); locally a stat."""
+        if self.local:
+            return os.path.isfile(self.path(rel))
+        if not self._s3:
+            return bool(self._fs.isfile(self.path(rel)))
+        bucket, _, key = self.path(rel).partition("/")
+        try:
+            self._fs.call_s3("head_object", Bucket=bucket, Key=key)
+        except FileNotFoundError:
+            return False
+        return True
+
+    @property
+    def seeks(self) -> bool:
+        """True if `list_after` is one listing from its start point (S3), not a full listing filtered."""
+        return self._s3
 
     def read_bytes(self, rel: str) -> bytes:
         """The whole content of a file."""
@@ -212,7 +232,7 @@ class Storage:
 
     def write_json(self, rel: str, obj: Any) -> None:
         """Replace a JSON file atomically."""
-        self.write_bytes(rel, _dumps(obj))
+        self.write_bytes(rel, dumps(obj))
 
     def create_json(self, rel: str, obj: Any) -> bool:
         """Create a JSON file only if it does not exist; atomic. Returns False if it already existed.
@@ -220,7 +240,10 @@ class Storage:
         On a store this is its conditional write (`stores.create`; refused with a LakeError where there is none).
         A client that retried a write whose answer it lost may see its own file as one that existed: False.
         """
-        data = _dumps(obj)
+        return self.create_bytes(rel, dumps(obj))
+
+    def create_bytes(self, rel: str, data: bytes) -> bool:
+        """`create_json` of bytes already encoded (a caller that keeps what it wrote: `CommitLog.try_append`)."""
         if not self.local:
             self.check_commits()
             return stores.create(self._fs, self.path(rel), data)
@@ -274,20 +297,27 @@ class Storage:
         except FileNotFoundError:
             return False
 
-    def delete_tree(self, rel_dir: str) -> None:
-        """Delete a directory and everything under it; no error if it is gone."""
+    def delete_tree(self, rel_dir: str, *, listed: Iterable[str] | None = None, also: Iterable[str] = ()) -> None:
+        """Delete a directory and everything under it, and the files `also` with it; no error if any is gone.
+
+        On a store one listing of the prefix (none if the caller `listed` its files already: `walk_files`), then
+        batch deletes of exactly those keys and `also` (1,000 a request). Locally the directory and `also` go one
+        by one."""
         if self.local:
             shutil.rmtree(self.path(rel_dir), ignore_errors=True)
-        else:  # one listing of the prefix, then batch deletes of exactly those keys
-            keys = [self.path(rel) for rel in self.walk_files(rel_dir)]
-            literal = [k for k in keys if not has_magic(k)]  # fsspec would take `[`, `*`, `?` for a glob
-            if literal:
+            for rel in also:
+                self.delete(rel)
+            return
+        rels = list(self.walk_files(rel_dir) if listed is None else listed)
+        keys = [self.path(rel) for rel in [*rels, *also]]
+        literal = [k for k in keys if not has_magic(k)]  # fsspec would take `[`, `*`, `?` for a glob
+        if literal:
+            with contextlib.suppress(FileNotFoundError):
+                self._fs.rm(literal)
+        for key in keys:
+            if has_magic(key):
                 with contextlib.suppress(FileNotFoundError):
-                    self._fs.rm(literal)
-            for key in keys:
-                if has_magic(key):
-                    with contextlib.suppress(FileNotFoundError):
-                        self._fs.rm_file(key)
+                    self._fs.rm_file(key)
 
 
 def has_magic(path: str) -> bool:
@@ -315,7 +345,8 @@ def loads(data: bytes) -> Any:
     return json.loads(data)
 
 
-def _dumps(obj: Any) -> bytes:
+def dumps(obj: Any) -> bytes:
+    """The bytes every JSON file of the lake is written as (compact, keys sorted)."""
     return json.dumps(obj, separators=(",", ":"), sort_keys=True, default=str).encode()
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound, LakeSpecError
 from airflow_lake.lake.format import checkpoints, instants
 from airflow_lake.lake.format.instants import Instant
-from airflow_lake.lake.format.log import RETENTION_PROPERTY, CommitLog, LogEntry
+from airflow_lake.lake.format.log import RETENTION_PROPERTY, CommitLog, LogEntry, carrying
 from airflow_lake.lake.format.snapshots import Snapshot, SnapshotResolver, TableState, snapshot_of
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
@@ -73,9 +73,11 @@ class TableMetadata:
 
     def snapshot(self, as_of: AsOf = None) -> Snapshot:
         """The table as of an instant or sequence number (time travel), default the latest."""
-        seq = self.resolve(as_of)
-        latest = self.state()
-        return snapshot_of(self.state(seq), cleaned_before=latest.cleaned_before)
+        self.commit_log.head()  # looked up once: the three resolutions below carry it
+        with carrying():
+            seq = self.resolve(as_of)
+            latest = self.state()
+            return snapshot_of(self.state(seq), cleaned_before=latest.cleaned_before)
 
     def oldest_reachable(self) -> int:
         """The oldest snapshot time travel still reaches: 0, unless `clean` expired log entries older than the log
