@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 # The provider's operations whose commits set a table's spec (`metadata.spec`): the create, alter_table, a
 # bucket_rewrite to another bucket spec, a write or upsert with schema evolution, and a restore.
 SPEC_OPERATIONS = ("create_table", "alter_table", "bucket_rewrite", "write", "versioned_upsert", "restore")
-_SPEC_KEY = b'"spec":'  # how a metadata spec key looks in a log entry (compact JSON: `storage._dumps`)
+_SPEC_KEY = b'"spec":'  # how a metadata spec key looks in a log entry (compact JSON: `storage.dumps`)
 
 
 @dataclass(frozen=True)
