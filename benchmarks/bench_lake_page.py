@@ -36,16 +36,15 @@ from typing import Any
 from common import REPO, machine_info, median, print_table, ratio, scratch_dir, write_result
 
 sys.path.insert(0, str(REPO))
+from synthetic_log import append_commits
+
 from airflow_lake.lake.clustering.layout import Layout
 from airflow_lake.lake.clustering.plan import ClusteringPlan, PlanGroup
 from airflow_lake.lake.format import instants
-from airflow_lake.lake.format.data_files import DataFile
-from airflow_lake.lake.format.log import COMPLETES, CommitLog, LogEntry
+from airflow_lake.lake.format.log import CommitLog
 from airflow_lake.lake.table import LakeTable
 
 GOAL_SECONDS = 0.3
-DAYS = 7
-CLUSTER_EVERY = 50
 # Runs in a fresh interpreter with the code under test first on sys.path; mirrors `ui.app`'s routes of that code
 # (the page's data and layouts from one open of the table where the code has `Opened`, else as the old routes).
 PROBE = """
@@ -78,37 +77,12 @@ print(json.dumps({"import_seconds": imported - started, "list_row_seconds": list
 
 
 def build(path: Path, commits: int, clustered: bool) -> None:
-    """A table of `commits` appends (one file each, into one of `DAYS` days); with `clustered`, every
+    """A table of `commits` appends (one file each, into one of `synthetic_log.DAYS` days); with `clustered`, every
     `CLUSTER_EVERY`th entry instead clusters one day (a replace of its live files by one, completing a plan), and a
     plan waits at the end."""
     table = LakeTable.create(str(path), {"schema": "k BIGINT, dt STRING", "partition_by": ["dt"]})
+    live = append_commits(table, commits, clustered=clustered)
     log = CommitLog(table.storage)
-    base = instants.id_millis(log.read(0).instant)
-    live: dict[str, list[DataFile]] = {}
-    for seq in range(1, commits + 1):
-        instant = instants.format_id(base + 2 * seq)
-        day = f"2024-01-{seq % DAYS + 1:02d}"
-        now = time.time()
-        if clustered and seq % CLUSTER_EVERY == 0 and live.get(day):
-            old = live[day]
-            merged = DataFile(f"dt={day}/part-{instant}-00000-00000.parquet", {"dt": day}, sum(f.rows for f in old),
-                              sum(f.bytes for f in old), instant=instant)
-            live[day] = [merged]
-            plan_id = instants.format_id(base + 2 * seq - 1)
-            entry = LogEntry(seq=seq, instant=instant, action="replace", operation="execute_clustering",
-                             started_at=now, completed_at=now, base_seq=seq - 1, added=(merged,),
-                             removed=tuple(f.path for f in old), metadata={COMPLETES: plan_id},
-                             metrics={"files_added": 1, "files_removed": len(old)})
-        else:
-            added = DataFile(f"dt={day}/part-{instant}-00000-00000.parquet", {"dt": day}, 1000, 100_000 + seq,
-                             instant=instant)
-            live.setdefault(day, []).append(added)
-            entry = LogEntry(seq=seq, instant=instant, action="commit", operation="write", started_at=now,
-                             completed_at=now, base_seq=seq - 1, added=(added,),
-                             metrics={"files_added": 1, "rows_added": 1000, "bytes_added": added.bytes})
-        if not log.try_append(entry):
-            raise RuntimeError(f"log entry {seq} exists already")
-        table.after_commit(entry)  # a checkpoint every `checkpoint.interval` entries, as a writer makes
     if clustered:
         day = max(live, key=lambda d: len(live[d]))
         files = live[day]

@@ -37,14 +37,12 @@ from typing import Any
 from common import REPO, machine_info, median, print_table, ratio, scratch_dir, timed, write_result
 
 sys.path.insert(0, str(REPO))
-from airflow_lake.lake.format import instants, paths
-from airflow_lake.lake.format.data_files import DataFile
-from airflow_lake.lake.format.log import COMPLETES, CommitLog, LogEntry
+from synthetic_log import append_commits
+
+from airflow_lake.lake.format import paths
 from airflow_lake.lake.table import LakeTable
 
 GOAL_SECONDS = 0.3
-DAYS = 7
-CLUSTER_EVERY = 50
 # Runs in a fresh interpreter, from the checkout under test (its directory is the working directory and on
 # PYTHONPATH). Counts the metadata calls of the open by wrapping `Storage`'s methods (both codes have them).
 PROBE = """
@@ -81,36 +79,13 @@ def build(path: Path, commits: int) -> dict[str, Any]:
     """The table (see the module's doc); returns what it holds."""
     table = LakeTable.create(str(path), {"schema": "k BIGINT, dt STRING", "partition_by": ["dt"],
                                          "properties": {"checkpoint.interval": "100"}})
-    log = CommitLog(table.storage)
-    base = instants.id_millis(log.read(0).instant)
-    live: dict[str, list[DataFile]] = {}
     started = time.perf_counter()
-    for seq in range(1, commits + 1):
-        instant = instants.format_id(base + 2 * seq)
-        day = f"2024-01-{seq % DAYS + 1:02d}"
-        now = time.time()
-        if seq % CLUSTER_EVERY == 0 and live.get(day):
-            old = live[day]
-            merged = DataFile(f"dt={day}/part-{instant}-00000-00000.parquet", {"dt": day}, sum(f.rows for f in old),
-                              sum(f.bytes for f in old), instant=instant)
-            live[day] = [merged]
-            entry = LogEntry(seq=seq, instant=instant, action="replace", operation="execute_clustering",
-                             started_at=now, completed_at=now, base_seq=seq - 1, added=(merged,),
-                             removed=tuple(f.path for f in old),
-                             metadata={COMPLETES: instants.format_id(base + 2 * seq - 1)},
-                             metrics={"files_added": 1, "files_removed": len(old)})
-        else:
-            added = DataFile(f"dt={day}/part-{instant}-00000-00000.parquet", {"dt": day}, 1000, 100_000 + seq,
-                             instant=instant)
-            live.setdefault(day, []).append(added)
-            entry = LogEntry(seq=seq, instant=instant, action="commit", operation="write", started_at=now,
-                             completed_at=now, base_seq=seq - 1, added=(added,),
-                             metrics={"files_added": 1, "rows_added": 1000, "bytes_added": added.bytes})
-        if not log.try_append(entry):
-            raise RuntimeError(f"log entry {seq} exists already")
-        table.after_commit(entry)  # a checkpoint every `checkpoint.interval` entries, as a writer makes
+
+    def progress(seq: int) -> None:
         if seq % 10_000 == 0:
             print(f"  built {seq:,} commits in {time.perf_counter() - started:.0f} s", flush=True)
+
+    append_commits(table, commits, clustered=True, progress=progress)
     state = table.state()
     pointer = table.storage.read_json(paths.LAST_CHECKPOINT)
     return {"commits": commits, "live_files": len(state.files), "tombstones": len(state.tombstones),
