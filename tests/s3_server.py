@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote
@@ -110,23 +110,23 @@ class ServerControls:
     conflicts_sent: int = 0
     _conflicts_lock: threading.Lock = field(default_factory=threading.Lock)
 
-    @contextmanager
-    def unlocked(self) -> Iterator[None]:
+    def unlocked(self) -> AbstractContextManager[None]:
         """Serve PUTs the way moto does by itself (check, then store, unlocked) — only to prove the lock."""
-        self.atomic = False
-        try:
-            yield
-        finally:
-            self.atomic = True
+        return self._switched("atomic", False)
+
+    def ignoring_conditions(self) -> AbstractContextManager[None]:
+        """Serve PUTs as a server that ignores If-None-Match does (older S3-compatible servers)."""
+        return self._switched("ignores_conditions", True)
 
     @contextmanager
-    def ignoring_conditions(self) -> Iterator[None]:
-        """Serve PUTs as a server that ignores If-None-Match does (older S3-compatible servers)."""
-        self.ignores_conditions = True
+    def _switched(self, flag: str, value: bool) -> Iterator[None]:
+        """Set the switch `flag` to `value` for the block, then back to what it was."""
+        before = getattr(self, flag)
+        setattr(self, flag, value)
         try:
             yield
         finally:
-            self.ignores_conditions = False
+            setattr(self, flag, before)
 
     @contextmanager
     def widen(self, key_prefix: str, seconds: float) -> Iterator[None]:

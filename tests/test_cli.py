@@ -24,9 +24,11 @@ BUCKETED = {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"], "bucket": 
 AIRFLOW_LAKE = Path(sys.executable).with_name("airflow-lake")
 
 
-def commit(table: LakeTable, files: Sequence[tuple[str, int, int | None]], removed: Sequence[str] = ()) -> LogEntry:
-    """Commit synthetic files given as (partition value of dt, rows, bucket); bytes are rows * 10."""
-    txn = table.begin("commit", "write")
+def commit(table: LakeTable, files: Sequence[tuple[str, int, int | None]], removed: Sequence[str] = (),
+           action: str = "commit", write_files: bool = False) -> LogEntry:
+    """Commit synthetic files given as (partition value of dt, rows, bucket); bytes are rows * 10.
+    `write_files`: put each file in storage first (the manifest, then the bytes), as a store test needs."""
+    txn = table.begin(action, "write")
     added = []
     for n, (dt, rows, bucket) in enumerate(files):
         suffix = "" if bucket is None else f"_{bucket:05d}"
@@ -34,6 +36,10 @@ def commit(table: LakeTable, files: Sequence[tuple[str, int, int | None]], remov
         added.append(DataFile(path=f"{prefix}part-{txn.instant}-t-{n:05d}{suffix}.parquet",
                               partition={} if dt == "" else {"dt": dt}, rows=rows, bytes=rows * 10,
                               bucket=bucket, instant=txn.instant, stats={}))
+    if write_files:
+        instants.write_manifest(table.storage, txn.instant, [f.path for f in added])
+        for item in added:
+            table.storage.write_bytes(item.path, b"PAR1")
     return txn.commit(added=added, removed=removed)
 
 

@@ -18,11 +18,11 @@ import pytest
 
 from airflow_lake.cli import main
 from airflow_lake.jobs.runner import run as run_job
-from airflow_lake.lake import DataFile, LakeTable
-from airflow_lake.lake.format import instants
+from airflow_lake.lake import LakeTable
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.storage import Storage
 from tests.s3_server import S3Server
+from tests.test_cli import commit as cli_commit
 
 BUCKETED = {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"], "bucket": {"columns": ["id"], "count": 4}}
 PLAIN = {"schema": "id BIGINT"}
@@ -34,18 +34,7 @@ def commit(table: LakeTable, files: Sequence[tuple[str, int, int | None]], remov
            action: str = "commit") -> LogEntry:
     """Commit data files given as (partition value of dt or "" for none, rows, bucket), written to the store
     first (manifest, then the file); bytes are rows * 10 in the log, whatever the file holds."""
-    txn = table.begin(action, "write")
-    added = []
-    for n, (dt, rows, bucket) in enumerate(files):
-        suffix = "" if bucket is None else f"_{bucket:05d}"
-        prefix = "" if dt == "" else f"dt={dt}/"
-        added.append(DataFile(path=f"{prefix}part-{txn.instant}-t-{n:05d}{suffix}.parquet",
-                              partition={} if dt == "" else {"dt": dt}, rows=rows, bytes=rows * 10,
-                              bucket=bucket, instant=txn.instant, stats={}))
-    instants.write_manifest(table.storage, txn.instant, [f.path for f in added])
-    for item in added:
-        table.storage.write_bytes(item.path, b"PAR1")
-    return txn.commit(added=added, removed=removed)
+    return cli_commit(table, files, removed, action, write_files=True)
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
