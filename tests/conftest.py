@@ -22,6 +22,9 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-lake-test-home-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+# The whole suite runs the data path with an object store's semantics on local disk: a rename or hard link of a
+# data file under a table root raises (`lake/format/no_rename.py`; Spark jobs and Airflow tasks inherit it).
+os.environ["AIRFLOW_LAKE_FORBID_RENAME"] = "1"
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
 # Spark JVMs the tests start as processes (spark-submit jobs, Airflow tasks, cluster daemons) live for seconds on
 # small data: compiling with C1 only and a serial GC starts them ~25% faster. The suite's own session (below)

@@ -79,12 +79,12 @@ def parquet_files_on_disk(path: str) -> set[str]:
 
 def submit_and_kill(operation: str, spec: Mapping[str, Any], point: str, table_path: str, work: Path) -> None:
     """Run `operation` under spark-submit and SIGKILL all of it at `point`: a fault point (`faults.POINTS`),
-    or "during_write", as soon as Spark's writer has a file open in the table's staging area."""
+    or "during_write", as soon as Spark's writer has a file open in a write directory of the table (`data/`)."""
     flag = work / "reached"
     env = {} if point == "during_write" else {"AIRFLOW_LAKE_FAULT_POINT": point, "AIRFLOW_LAKE_FAULT_FLAG": str(flag)}
     proc = start_submit(operation, spec, env=env, log=work / "spark-submit.log")
     if point == "during_write":
-        wait_for_glob(Path(table_path, "_lake", "staging"), "**/*.parquet", proc)
+        wait_for_glob(Path(table_path, "data"), "**/*.parquet", proc)
     else:
         wait_for_file(flag, proc)
     os.killpg(proc.pid, signal.SIGKILL)

@@ -99,7 +99,7 @@ def test_bucketed_write_one_sorted_file_per_bucket(spark: Any, table_path: str, 
     per_partition: dict[str, list[int]] = {}
     for f in snap.files:
         per_partition.setdefault(str(f.partition["dt"]), []).append(f.bucket or 0)
-        assert f.path.endswith(f"_{f.bucket:05d}.parquet")
+        assert f.path.endswith(f"_{f.bucket:05d}.c000.snappy.parquet")  # Spark's bucket id
         df = spark.read.parquet(str(Path(table_path) / f.path))
         got = {r["b"] for r in df.select(F.pmod(F.hash("id"), F.lit(buckets)).alias("b")).distinct().collect()}
         assert got == {f.bucket}  # every row is in the bucket its file name says (Spark's own hash)

@@ -32,13 +32,24 @@ _SEEN_LOCK = threading.Lock()
 
 def delete_written_files(table: TableMetadata, instant: str, keep: Collection[str] = (), *,
                          markers: Sequence[str] | None = None) -> int:
-    """Delete the data files an instant wrote, except `keep` (what its commit holds): its staging area
-    and every file its manifests (or older per-file markers) name (`markers`: its `instants.marker_files`, if
-    the caller listed them already)."""
-    table.storage.delete_tree(instants.staging_dir(instant))
+    """Delete the data files an instant wrote, except `keep` (what its commit holds): its staging area (older
+    writers), every file under the write directories its manifests name and every file they name (`markers`: its
+    `instants.marker_files`, if the caller listed them already)."""
+    storage = table.storage
+    storage.delete_tree(instants.staging_dir(instant))
+    kept = set(keep)
     deleted = 0
-    for data_path in sorted(instants.written_files(table.storage, instant, markers) - set(keep)):
-        if table.storage.delete(data_path):
+    for data_path in sorted(instants.written_files(storage, instant, markers) - kept):
+        if data_path.endswith("/"):  # a write directory (data/<instant>-<write id>...): every file under it
+            listed = storage.walk_files(data_path[:-1])
+            doomed = [f for f in listed if f not in kept]
+            if len(doomed) == len(listed):
+                storage.delete_tree(data_path[:-1], listed=listed)
+            else:
+                for rel in doomed:
+                    storage.delete(rel)
+            deleted += len(doomed)
+        elif storage.delete(data_path):
             deleted += 1
     return deleted
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import posixpath
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from airflow_lake.lake.errors import LakeError, LakeSpecError
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.snapshots import Snapshot, snapshot_of
+from airflow_lake.lake.spark.file_uris import table_path
 from airflow_lake.lake.spark.file_writer import write_dataframe
 from airflow_lake.lake.spark.scan import Scan
 from airflow_lake.lake.spark.schema import spark_type
@@ -296,22 +296,15 @@ def _count_matches(table: TableMetadata, spark: SparkSession, snap: Snapshot, pr
         return {}
     df = Scan(table.storage, snap, (), tuple(candidates)).to_df(spark)
     counted = df.where(predicate.column()).groupBy(F.col("_metadata.file_path").alias(FILE)).count().collect()
-    by_name = _by_name(candidates)
+    paths = {f.path for f in candidates}
     out: dict[str, int] = {}
     for row in counted:
-        out[by_name[posixpath.basename(str(row[FILE]))].path] = int(row["count"])
-    return out
-
-
-def _by_name(files: Sequence[DataFile]) -> dict[str, DataFile]:
-    """Files by their name (Spark reports a file as a URL; names are unique in a table: instant and write id)."""
-    out: dict[str, DataFile] = {}
-    for data_file in files:
-        name = posixpath.basename(data_file.path)
-        if name in out:
-            raise LakeError(f"two live files are named {name!r} ({out[name].path!r}, {data_file.path!r}); a delete "
-                            "cannot tell their rows apart. Nothing was deleted.")
-        out[name] = data_file
+        # Spark reports a file as a URL (`file_uris`); names repeat across the partition directories of one write
+        path = table_path(table.storage, str(row[FILE]))
+        if path not in paths:
+            raise LakeError(f"Spark read {row[FILE]!r}, which is not among the files the delete selected; nothing "
+                            "was deleted. The table's files changed under it or the path is not understood.")
+        out[path] = int(row["count"])
     return out
 
 

@@ -114,7 +114,7 @@ MANIFEST_SUFFIX = ".manifest.json"
 
 
 def write_manifest(storage: Storage, instant: str, data_paths: list[str]) -> None:
-    """Name the table paths an instant is about to place files at, before it places any."""
+    """Name the table paths an instant is about to write files at (a directory: ending in `/`), before it does."""
     storage.write_json(f"{markers_dir(instant)}/{uuid.uuid4().hex}{MANIFEST_SUFFIX}", data_paths)
 
 
@@ -125,8 +125,9 @@ def marker_files(storage: Storage, instant: str) -> list[str]:
 
 
 def written_files(storage: Storage, instant: str, markers: Sequence[str] | None = None) -> set[str]:
-    """Every table path an instant announced (manifests, and per-file markers of older writers); `markers`: its
-    `marker_files` if the caller listed them already."""
+    """Every table path an instant announced (manifests, and per-file markers of older writers); a path ending in
+    `/` is a write directory, standing for every file under it. `markers`: its `marker_files` if the caller listed
+    them already."""
     prefix = markers_dir(instant) + "/"
     out: set[str] = set()
     for marker in marker_files(storage, instant) if markers is None else markers:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 META = "_lake"
+# data files written since issue 24: `data/<instant>-<write id>[-b<count>|-plain]/<partition dirs>/<Spark's name>`,
+# one directory per write, never moved (older files lie at `<partition dirs>/part-<instant>-...` under the root)
+DATA = "data"
 LOG = f"{META}/log"  # completed actions, one JSON file per sequence number, created exclusively
 PENDING = f"{META}/pending"  # requested / inflight instants not (yet) in the log
 HEARTBEATS = f"{META}/heartbeats"  # touched by a live writer

@@ -81,14 +81,30 @@ class OrphanFilesResult:
 
 
 def is_hidden(rel: str) -> bool:
-    """True if a segment of `rel` starts with '_' or '.' (Spark's and Hive's rule: `_lake/`, `_SUCCESS`, `.crc`)."""
-    return any(part.startswith(("_", ".")) for part in rel.split("/"))
+    """True if a segment of `rel` starts with '_' or '.' (Spark's and Hive's rule: `_lake/`, `_SUCCESS`, `.crc`),
+    except inside a write directory: everything there is its writer's, Spark's `.crc`, `_SUCCESS` and
+    `_temporary` of a writer that died too."""
+    parts = rel.split("/")
+    if _write_dir_instant(parts) is not None:
+        return False
+    return any(part.startswith(("_", ".")) for part in parts)
 
 
 def instant_of(rel: str) -> str | None:
-    """The instant that wrote a data file, from its name `part-<instant>-...`; None for other names."""
+    """The instant that wrote a data file: from its write directory `data/<instant>-<write id>.../`, or from the
+    name `part-<instant>-...` of a file written before write directories; None for other paths."""
+    written = _write_dir_instant(rel.split("/"))
+    if written is not None:
+        return written
     match = _INSTANT_OF_NAME.match(rel.rsplit("/", 1)[-1])
     return match.group(1) if match else None
+
+
+def _write_dir_instant(parts: list[str]) -> str | None:
+    if len(parts) < 3 or parts[0] != paths.DATA:
+        return None
+    instant = parts[1].split("-", 1)[0]
+    return instant if instants.is_instant_id(instant) and "-" in parts[1] else None
 
 
 def remove_orphan_files(table: TableMetadata, older_than_hours: float | None = None, dry_run: bool = False,

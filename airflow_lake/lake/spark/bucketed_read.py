@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
-from airflow_lake.lake.spark.globs import name_glob
+from airflow_lake.lake.spark.globs import dirs_glob, name_glob
+from airflow_lake.lake.spark.scan import Scan, exclude_collisions
 from airflow_lake.lake.spark.schema import from_files
 from airflow_lake.lake.spark.session_conf import session_conf
 from airflow_lake.lake.spec.bucketing import Bucketing
@@ -38,7 +39,6 @@ from airflow_lake.lake.spec.bucketing import Bucketing
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from airflow_lake.lake.spark.scan import Scan
     from airflow_lake.lake.spec.table_spec import TableSpec
 
 log = logging.getLogger(__name__)
@@ -105,29 +105,38 @@ def _part_df(spark: SparkSession, scan: Scan, part: Part) -> DataFrame:
         plain = type(scan)(scan.storage, scan.snapshot, (), part.files)
         return plain.to_df(spark)
     table = f"{CATALOG_DATABASE}.lake_{uuid.uuid4().hex}"
-    directories = {posixpath.dirname(f.path) for f in part.files}
-    # One partition (a day's read, the common case): the table is that directory, unpartitioned, and the
-    # partition values are constants, so Spark lists one directory instead of the whole table.
-    single = spec.partition_columns and len(directories) == 1
+    directories = sorted({posixpath.dirname(f.path) for f in part.files})
+    # One partition (a day's read, the common case): the table is that partition's directories (one per write
+    # that put files in it), unpartitioned, and the partition values are constants, so Spark lists only them.
+    single = bool(spec.partition_columns) and len({f.partition_key() for f in part.files}) == 1
     names = spec.data_columns if single else spec.column_names
     # The catalog table has the files' columns, by their physical names; one projection names them as the table.
     columns = ", ".join(f"{_ident(spec.physical_of(c))} {spec.column(c).type}" for c in names)
     partitioned = f"PARTITIONED BY ({', '.join(map(_ident, spec.partition_columns))}) " \
         if spec.partition_columns and not single else ""
-    location = scan.storage.uri(directories.pop()) if single else scan.storage.uri("")
+    # LOCATION: a glob of exactly the directories read (never the root: it holds every write directory ever made,
+    # replaced and uncommitted ones too). basePath and ignoreInvalidPartitionPaths make Spark take partition values
+    # from the `col=value` segments below a write directory (`data/<instant>-<write id>/`).
+    options = {"pathGlobFilter": name_glob([posixpath.basename(f.path) for f in part.files])}
+    if "" in directories:  # files at the root (an unpartitioned table written before write directories) and maybe
+        # below `data/`: LOCATION is the root, whose subdirectories a catalog table reads only this way
+        options["recursiveFileLookup"] = "true"
+    if spec.partition_columns and not single:  # (without partitions nothing conflicts, and the option would drop
+        # the files below `data/<...>/` of a table that also has files at its root: checked)
+        options.update(basePath=scan.storage.uri(""), ignoreInvalidPartitionPaths="true")
     # A file's bucketing names its columns as the spec did when it was written; alter_table never renames
     # a column that live files are bucketed by, so the spec still knows them.
     clustered = [spec.physical_of(c) if spec.has_column(c) else c for c in part.bucketing.columns]
     statement = (
         f"CREATE TABLE {table} ({columns}) USING parquet {partitioned}"
         f"CLUSTERED BY ({', '.join(map(_ident, clustered))}) INTO {part.bucketing.count} BUCKETS "
-        f"LOCATION {_string(location)} "
-        f"OPTIONS (pathGlobFilter {_string(name_glob([posixpath.basename(f.path) for f in part.files]))})"
+        f"LOCATION {_string(dirs_glob(scan.storage.uri(''), directories))} "
+        f"OPTIONS ({', '.join(f'{key} {_string(value)}' for key, value in options.items())})"
     )
     with session_conf(spark, {MANAGE_PARTITIONS: "false"}):
         spark.sql(statement)
     _CREATED.append(table)
-    df = spark.table(table)
+    df = exclude_collisions(spark.table(table), scan.storage, scan.snapshot, part.files)
     if single:
         from pyspark.sql import functions as F
 

@@ -1,19 +1,25 @@
-"""Writing a DataFrame as the data files of one instant, with Spark's own Parquet writer.
+"""Writing a DataFrame as the data files of one instant, with Spark's own Parquet writer, without a rename.
 
-1. Spark writes the rows (`DataFrameWriter.partitionBy`, no Python per row) into a staging directory
-   private to the instant, `_lake/staging/<instant>/<write id>/`. Spark's commit protocol leaves there
-   exactly the output of the task attempts that succeeded: a failed and retried attempt leaves nothing.
-2. The instant lists its staging directory (its own files; what is *live* is still decided by the log
-   alone), reads the footers (rows, per-column min/max/null counts, in parallel) and checks the data
-   against the table: partition values, NOT NULL columns, the partitions an overwrite may touch.
-3. It names the final paths in a manifest (so a rollback finds them), then moves each file to
-   `<partition dir>/part-<instant>-<write id>-<n>[_<bucket>].parquet` and deletes the staging directory.
+1. The instant names its write directory, `data/<instant>-<write id>[-b<count>|-plain]/` (one per bucketing it
+   writes), in a manifest before Spark writes anything, so a rollback finds and deletes whatever lands there.
+2. Spark writes the rows (`DataFrameWriter.partitionBy`, no Python per row) into that directory, under the names
+   its commit protocol gives (`part-<task>-<job uuid>[_<bucket>].c000.snappy.parquet`): final and unique, never
+   moved. Object stores have no rename; the log, not a move, is what makes a file live. A bucketed table's files
+   are written by Spark's bucketed insert through a temporary catalog table over the directory (`CLUSTERED BY ...
+   INTO n BUCKETS`, dropped after; its files stay), so each name ends in Spark's bucket id, as its bucketed scan
+   needs; one insert per bucket count present (per-partition counts, plain partitions before `from_partition`).
+3. The instant lists its own directories (what is *live* is still decided by the log alone), deletes Spark's
+   leftovers there (`.crc`, `_SUCCESS`, a 0-row file of an empty write: deletes are allowed on a store, renames
+   are not), reads the footers (rows, per-column min/max/null counts, in parallel) and checks the data against the
+   table: partition values, NOT NULL columns, the partitions an overwrite may touch.
 
-Files follow the Hive convention: partition values live only in the directory names, as Hive, Trino and
-Spark catalog tables expect (files of tables written before hold the partition columns too; readers take
-the value from the path for both). A bucketed table gets one file per (partition, bucket), sorted by the
-bucket's sort columns, with Spark's bucket id in its name: the bucket is written as one more
-`partitionBy` level and becomes the name's suffix when the file is placed.
+Files follow the Hive convention below their write directory: partition values live only in the `col=value`
+directory names (files of tables written before hold the partition columns too, at `<root>/<partition dirs>/`;
+readers take the value from the path for both, `scan.py`). Inside a bucket the rows are ordered by the bucket's
+sort columns, or `sort_within`: Spark's bucketed insert sorts by (partition, bucket, SORTED BY) itself, so an
+order by table columns is declared as SORTED BY, and an order by helper columns that are not written (curve
+values of clustering, a delete's row index) is kept by Spark's concurrent writers, which write rows in the order
+they come (`HELPER_ORDER_CONF`).
 """
 
 from __future__ import annotations
@@ -26,10 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake import faults
 from airflow_lake.lake.errors import LakeError, LakeSchemaError, LakeShuffleError
-from airflow_lake.lake.format import instants
+from airflow_lake.lake.format import instants, paths
 from airflow_lake.lake.format.data_files import DataFile
 from airflow_lake.lake.format.parquet_footers import read_footers
 from airflow_lake.lake.format.storage import Storage
+from airflow_lake.lake.spark import bucketed_read
 from airflow_lake.lake.spark.bucket_assign import assign_buckets, varying_counts
 from airflow_lake.lake.spark.plan_text import plan_text, shuffles
 from airflow_lake.lake.spark.schema import to_files
@@ -39,7 +46,6 @@ from airflow_lake.lake.spec.partitions import (
     check_partition_value,
     null_name_problem,
     parse_partition_dir,
-    partition_dir,
 )
 from airflow_lake.lake.spec.table_spec import TableSpec
 
@@ -54,6 +60,12 @@ COUNT_COLUMN = "__lake_buckets"
 # since nothing above it asks for the distribution once the write needs no shuffle: `assign_buckets`).
 WRITE_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
               "spark.sql.sources.bucketing.autoBucketedScan.enabled": "false"}
+# Spark's concurrent writers (planned writes off, so Spark plans no sort of its own): each task writes its rows
+# to their files in the order they come, up to this many open files, then sorts the rest (order by helper columns).
+HELPER_ORDER_CONF = {"spark.sql.optimizer.plannedWrite.enabled": "false",
+                     "spark.sql.maxConcurrentOutputFileWriters": "1024"}
+NO_SUCCESS_FILE = "mapreduce.fileoutputcommitter.marksuccessfuljobs"
+_BUCKET_ID = re.compile(r"^.*_(\d+)(?:\..*)?$")  # Spark's own pattern for the bucket id in a file name
 DATA_ERROR = "AIRFLOW_LAKE_DATA_ERROR"
 _DATA_ERROR_TEXT = re.compile(DATA_ERROR + r": ([^\n]*?)(?:\s*SQLSTATE|\n|$)")
 
@@ -75,23 +87,24 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     (`buckets.assign.assign_buckets`). With `max_exchanges`, more shuffles than that (query + write) raise
     `LakeShuffleError` before anything is written.
 
-    Raises `LakeSchemaError` / `LakeSpecError` for data the table refuses; nothing is placed then.
+    Raises `LakeSchemaError` / `LakeSpecError` for data the table refuses; nothing is committed then (the files
+    Spark wrote stay in the write directory until the instant is rolled back).
     """
     if not storage.local:
-        # Metadata on a store is done (commits by conditional writes); placing Spark's files there is not yet:
-        # `_place` renames, which object stores do not have. Refuse before Spark writes anything.
+        # Metadata on a store is done (commits by conditional writes) and this writer renames nothing, but Spark
+        # reaches a store through its Hadoop connector (s3a://, gs://, abfss://), which the pip package lacks
+        # and which no test here can run: refuse before Spark writes anything (README, "Tables on object stores").
         raise LakeError(f"{storage.url}: writing data files to an object store is not supported yet (its metadata "
                         "is: create, commits, clean, planning, the sensor, the Lake page and the CLI work there). "
                         "Fix: keep tables that Spark writes on a local or mounted path for now.")
     keys = list(spec.partition_columns)
-    write_id = uuid.uuid4().hex[:8]
-    stage = f"{instants.staging_dir(instant)}/{write_id}"
-    with session_conf(df.sparkSession, WRITE_CONF):  # (plans below are made with these settings too)
+    base = write_dir(instant, uuid.uuid4().hex[:8])
+    spark = df.sparkSession
+    with session_conf(spark, WRITE_CONF):  # (plans below are made with these settings too)
         df = _refuse_bad_partition_strings(df, spec)
         exchanges_before = shuffles(plan_text(df)) if metrics is not None or max_exchanges is not None else 0
         if spec.bucket is not None:
             df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN, sort_within, shuffle=bucket_shuffle)
-            keys += [COUNT_COLUMN, BUCKET_COLUMN] if varying_counts(spec) else [BUCKET_COLUMN]
         elif sort_within:  # after the checks above: they project the partition columns anew, and a sort by
             # the old ones would not satisfy the write, which would then re-sort by partition only
             df = df.sortWithinPartitions(*[f"`{c}`" for c in [*keys, *sort_within]])
@@ -107,42 +120,129 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
             if max_exchanges is not None and exchanges_before + added > max_exchanges:
                 raise LakeShuffleError(exchanges_before, added, max_exchanges, final_plan)
         faults.reach("before_write")
-        writer = df.write.mode("error").format("parquet")  # "errorifexists" is unknown to Spark Connect
-        if keys:
-            writer = writer.partitionBy(*keys)
-        if spec.bucket is not None:
-            writer = writer.option("maxRecordsPerFile", 0)  # one file per bucket, whatever the session says
         try:
-            writer.save(storage.uri(stage))
+            if spec.bucket is None:
+                announce(storage, instant, base)
+                targets = [_write_plain(df, storage, base, keys)]
+            else:
+                helper_order = bool(sort_within) and any(c in drop_columns or not spec.has_column(c)
+                                                         for c in sort_within or ())
+                targets = _write_bucketed(df, storage, spec, instant, base, sort_within=sort_within,
+                                          helper_order=helper_order)
         except Exception as err:
             raise data_error(err) or err from err
-    staged = _staged_files(storage, stage, spec)
-    _check_partitions(staged, spec, allowed_partitions)
+    written = _written_files(storage, targets, spec)
+    _check_partitions(written, spec, allowed_partitions)
     # Stats are kept by physical name: a rename leaves every file's stats right.
     types = {c.physical: c.type for c in spec.columns if c.name not in spec.partition_columns}
-    facts = read_footers([storage.path(s.path) for s in staged], types, df.sparkSession)
-    moves: list[tuple[str, DataFile]] = []
-    for number, item in enumerate(staged):
+    facts = read_footers([storage.path(w.path) for w in written], types, spark)
+    files, empty = [], []
+    for item in written:
         fact = facts[storage.path(item.path)]
         if fact.rows == 0:
-            continue  # Spark writes a file with no rows for an empty unpartitioned write
-        directory = partition_dir(spec.partition_columns, item.partition)
-        suffix = f"_{item.bucket:05d}" if item.bucket is not None else ""
-        name = f"part-{instant}-{write_id}-{number:05d}{suffix}.parquet"
+            empty.append(item.path)  # Spark writes a file with no rows for an empty unpartitioned write
+            continue
         bucketing = spec.bucket.bucketing(item.count).key() if spec.bucket and item.count else None
-        moves.append((item.path, DataFile(path=f"{directory}/{name}" if directory else name,
-                                          partition=item.partition, rows=fact.rows, bytes=fact.bytes,
-                                          bucket=item.bucket, instant=instant, stats=fact.stats,
-                                          bucketing=bucketing)))
-    files = [f for _, f in moves]
+        files.append(DataFile(path=item.path, partition=item.partition, rows=fact.rows, bytes=fact.bytes,
+                              bucket=item.bucket, instant=instant, stats=fact.stats, bucketing=bucketing))
     _check_not_null(files, spec)
-    _place(storage, instant, stage, moves)
-    log.info("instant %s wrote %d file(s), %d rows", instant, len(files), sum(f.rows for f in files))
+    _delete_leftovers(storage, targets, {f.path for f in files}, empty)
+    log.info("instant %s wrote %d file(s), %d rows under %s", instant, len(files), sum(f.rows for f in files), base)
     return files
 
 
-class _Staged:
-    """A file Spark wrote into the staging directory."""
+def write_dir(instant: str, write_id: str) -> str:
+    """The directory one write of `instant` puts its files in (bucketed writes add `-b<count>` / `-plain`)."""
+    return f"{paths.DATA}/{instant}-{write_id}"
+
+
+def announce(storage: Storage, instant: str, target: str) -> None:
+    """Name a write directory in a manifest of `instant` before Spark writes into it: a rollback deletes what
+    is there (a manifest entry ending in `/` stands for every file under it)."""
+    instants.write_manifest(storage, instant, [target + "/"])
+
+
+def _write_plain(df: DataFrame, storage: Storage, target: str, keys: Sequence[str]) -> _Target:
+    """Spark's partitioned Parquet write into `target` (no `_SUCCESS`: a writer option, not a session conf)."""
+    writer = df.write.mode("error").format("parquet").option(NO_SUCCESS_FILE, "false")
+    if keys:
+        writer = writer.partitionBy(*keys)
+    writer.save(storage.uri(target))  # "errorifexists" is unknown to Spark Connect: "error"
+    return _Target(target, None, bucketed=False)
+
+
+def _write_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, instant: str, base: str, *,
+                    sort_within: Sequence[str] | None, helper_order: bool) -> list[_Target]:
+    """One insert per bucket count present in `df` (rows carry their count and bucket from `assign_buckets`)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    bucket = spec.bucket
+    assert bucket is not None
+    if not varying_counts(spec):
+        announce(storage, instant, f"{base}-b{bucket.count}")
+        return [_insert_bucketed(df.drop(BUCKET_COLUMN), storage, spec, f"{base}-b{bucket.count}", bucket.count,
+                                 sort_within=sort_within, helper_order=helper_order)]
+    cached = df.persist(StorageLevel.MEMORY_AND_DISK)  # each count's insert reads it once, not the query again
+    try:
+        present = [row[0] for row in cached.select(COUNT_COLUMN).distinct().collect()]
+        targets = []
+        for count in sorted(present, key=lambda c: -1 if c is None else int(c)):
+            rows = cached.where(F.col(COUNT_COLUMN).isNull() if count is None else F.col(COUNT_COLUMN) == count)
+            rows = rows.drop(COUNT_COLUMN, BUCKET_COLUMN)
+            announce(storage, instant, f"{base}-plain" if count is None else f"{base}-b{count}")
+            if count is None:  # plain partitions before `from_partition`
+                targets.append(_write_plain(rows, storage, f"{base}-plain", spec.partition_columns))
+            else:
+                targets.append(_insert_bucketed(rows, storage, spec, f"{base}-b{count}", int(count),
+                                                sort_within=sort_within, helper_order=helper_order))
+        return targets
+    finally:
+        cached.unpersist()
+
+
+def _insert_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, target: str, count: int, *,
+                     sort_within: Sequence[str] | None, helper_order: bool) -> _Target:
+    """Spark's bucketed insert of `df` into `target`, through a temporary external catalog table over it.
+
+    Spark sorts a bucketed write by (partition, bucket, SORTED BY) itself: an order by table columns is declared
+    as SORTED BY; an order by helper columns (already dropped, `helper_order`) goes through the concurrent
+    writers, which keep the order the rows come in."""
+    bucket = spec.bucket
+    assert bucket is not None
+    partition = set(spec.partition_columns)
+    order = list(bucket.sort_columns if sort_within is None else sort_within)
+    sort_by = [] if helper_order else [spec.physical_of(c) for c in order if c not in partition]
+    name = f"{bucketed_read.CATALOG_DATABASE}.lake_w_{uuid.uuid4().hex}"
+    writer = df.write.mode("error").format("parquet").option("path", storage.uri(target)) \
+        .option(NO_SUCCESS_FILE, "false").option("maxRecordsPerFile", 0) \
+        .bucketBy(count, *[spec.physical_of(c) for c in bucket.columns])
+    if sort_by:
+        writer = writer.sortBy(*sort_by)
+    if spec.partition_columns:
+        writer = writer.partitionBy(*spec.partition_columns)
+    conf = {bucketed_read.MANAGE_PARTITIONS: "false", **(HELPER_ORDER_CONF if helper_order else {})}
+    try:
+        with session_conf(df.sparkSession, conf):
+            writer.saveAsTable(name)
+    finally:
+        df.sparkSession.sql(f"DROP TABLE IF EXISTS {name}")  # an external table: its files stay
+    return _Target(target, count, bucketed=True)
+
+
+class _Target:
+    """A directory one Spark write put files in, with their bucket count (None: plain files)."""
+
+    __slots__ = ("bucketed", "count", "path")
+
+    def __init__(self, path: str, count: int | None, *, bucketed: bool) -> None:
+        self.path = path
+        self.count = count
+        self.bucketed = bucketed
+
+
+class _Written:
+    """A data file Spark wrote into a write directory."""
 
     __slots__ = ("bucket", "count", "partition", "path")
 
@@ -153,31 +253,48 @@ class _Staged:
         self.count = count
 
 
-def _staged_files(storage: Storage, stage: str, spec: TableSpec) -> list[_Staged]:
-    """The data files in the staging directory (Spark's `_SUCCESS` and `.crc` files are hidden)."""
+def _written_files(storage: Storage, targets: Sequence[_Target], spec: TableSpec) -> list[_Written]:
+    """The data files in the write directories (Spark's `_SUCCESS` and `.crc` files and `_temporary` are not)."""
     out = []
-    for rel in storage.walk_files(stage):
-        inner = rel[len(stage) + 1:]
-        segments = inner.split("/")
-        if segments[-1].startswith(("_", ".")) or "_temporary" in segments or not inner.endswith(".parquet"):
-            continue
-        values = parse_partition_dir(inner.rsplit("/", 1)[0] if "/" in inner else "")
-        bucket_text = values.pop(BUCKET_COLUMN, None)
-        count_text = values.pop(COUNT_COLUMN, None)
-        partition = {c: values.get(c) for c in spec.partition_columns}
-        bucket = None if bucket_text is None else int(bucket_text)
-        if count_text is not None:
-            count: int | None = int(count_text)
-        else:  # one count for the whole table: not written as a directory level
-            count = spec.bucket.count if spec.bucket is not None and bucket is not None else None
-        out.append(_Staged(rel, partition, bucket, count))
-    return sorted(out, key=lambda s: s.path)
+    for target in targets:
+        for rel in storage.walk_files(target.path):
+            if not is_data_file(rel[len(target.path) + 1:]):
+                continue
+            inner = rel[len(target.path) + 1:]
+            values = parse_partition_dir(inner.rsplit("/", 1)[0] if "/" in inner else "")
+            partition = {c: values.get(c) for c in spec.partition_columns}
+            bucket = None
+            if target.bucketed:
+                match = _BUCKET_ID.match(inner.rsplit("/", 1)[-1])
+                if match is None:
+                    raise LakeError(f"Spark wrote {rel!r} without a bucket id in its name; nothing was committed.")
+                bucket = int(match.group(1))
+            out.append(_Written(rel, partition, bucket, target.count if target.bucketed else None))
+    return sorted(out, key=lambda w: w.path)
 
 
-def _check_partitions(staged: list[_Staged], spec: TableSpec,
+def is_data_file(inner: str) -> bool:
+    """Whether a path inside a write directory is a data file (not Spark's `_SUCCESS`, `.crc`, `_temporary`)."""
+    segments = inner.split("/")
+    return inner.endswith(".parquet") and not any(s.startswith(("_", ".")) for s in segments)
+
+
+def _delete_leftovers(storage: Storage, targets: Sequence[_Target], kept: set[str], empty: Sequence[str]) -> None:
+    """Delete what Spark left in the write directories besides the data files: `.crc` and `_SUCCESS` files and
+    files with no rows (deletes, which a store has; never a rename)."""
+    for target in targets:
+        for rel in storage.walk_files(target.path):
+            if rel not in kept:
+                storage.delete(rel)
+                faults.reach("during_place")
+    for rel in empty:  # (listed above already; a file gone meanwhile is fine)
+        storage.delete(rel)
+
+
+def _check_partitions(written: list[_Written], spec: TableSpec,
                       allowed: Sequence[Mapping[str, str | None]] | None) -> None:
     allowed_keys = None if allowed is None else {tuple(sorted(p.items())) for p in allowed}
-    for item in staged:
+    for item in written:
         for column, value in item.partition.items():
             check_partition_value(column, value, "source")
             if value is None and not spec.column(column).nullable:
@@ -200,15 +317,6 @@ def _check_not_null(files: list[DataFile], spec: TableSpec) -> None:
 def _not_null_message(column: str) -> str:
     return (f"column {column!r} is NOT NULL in the table, but the source has nulls in it; nothing was "
             "committed. Fix: filter or fill the nulls in the source.")
-
-
-def _place(storage: Storage, instant: str, stage: str, moves: list[tuple[str, DataFile]]) -> None:
-    """Move the staged files to their final names; the manifest first, so a rollback finds them."""
-    instants.write_manifest(storage, instant, [f.path for _, f in moves])
-    for source, target in moves:
-        storage.rename(source, target.path)
-        faults.reach("during_place")
-    storage.delete_tree(stage)  # what is left: Spark's _SUCCESS and .crc files, files with no rows
 
 
 # A path segment `col=<escaped value>` must fit in a file name (255 bytes on common file systems).

@@ -39,3 +39,16 @@ def _trie(names: list[str], depth: int) -> str:
     branches = [_trie(group, depth) for _, group in sorted(groups.items())]
     head = _escape(prefix)
     return head + branches[0] if len(branches) == 1 else head + "{" + ",".join(branches) + "}"
+
+
+def dirs_glob(root: str, directories: Sequence[str]) -> str:
+    """A Hadoop glob of exactly `directories` (relative to `root`, a path or URL): `root/{d1,d2}`, every part
+    escaped, so partition values and a root with glob characters match only themselves."""
+    unique = sorted(set(directories))
+    if not unique:
+        raise LakeError("a glob needs at least one directory.")
+    if "" in unique:  # files at the root itself (an unpartitioned table written before write directories)
+        return _escape(root)
+    inner = ",".join(_escape(d) for d in unique) if len(unique) > 1 else _escape(unique[0])
+    body = "{" + inner + "}" if len(unique) > 1 else inner
+    return f"{_escape(root)}/{body}" if body else _escape(root)

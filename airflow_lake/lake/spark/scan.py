@@ -12,6 +12,7 @@ from airflow_lake.lake.format.data_files import DataFile
 from airflow_lake.lake.format.filters import Filter
 from airflow_lake.lake.format.snapshots import Snapshot
 from airflow_lake.lake.format.storage import Storage
+from airflow_lake.lake.spark.file_uris import spark_file_uri
 from airflow_lake.lake.spark.globs import name_glob
 from airflow_lake.lake.spark.schema import from_files, to_file_struct, to_struct
 
@@ -51,9 +52,17 @@ class Scan:
             # columns, and for both the value in the path is the one read. globPaths=false: a directory
             # name is a path, never a pattern.
             # Columns are read by their physical names and renamed in one projection (`schema.from_files`).
+            # Files written since issue 24 lie in write directories (`data/<instant>-<write id>/<partition dirs>`),
+            # which Spark would take for conflicting partition layouts: ignoreInvalidPartitionPaths lets it take
+            # the values from the `col=value` segments below them (a reader option: a session conf is read lazily).
+            # (Not for a table without partitions: Spark would then drop the files below `data/<...>/` as lying
+            # in invalid partition paths; every directory there parses as "no partition", so nothing conflicts.)
             reader = spark.read.schema(to_file_struct(spec)).option("basePath", self.storage.uri("")) \
                 .option("pathGlobFilter", glob).option("globPaths", "false")
+            if spec.partition_columns:
+                reader = reader.option("ignoreInvalidPartitionPaths", "true")
             df = reader.parquet(*[self.storage.uri(d) for d in directories])
+            df = exclude_collisions(df, self.storage, self.snapshot, self.files)
             df = from_files(df, spec)  # table order
         else:
             df = spark.createDataFrame([], to_struct(spec))
@@ -67,6 +76,28 @@ class Scan:
         if self.filters:
             df = df.where(reduce(lambda a, b: a & b, (filter_column(f) for f in self.filters)))
         return df
+
+
+def collisions(snapshot: Snapshot, files: Sequence[DataFile]) -> list[str]:
+    """Removed files that a read of `files` would match by name: Spark names files `part-<task>-<job uuid>...`,
+    so one write repeats a name in each partition directory it wrote, and a name glob over the directories of
+    `files` also matches a removed file beside them (none in the usual case: nothing of a write was replaced)."""
+    if not snapshot.removed:
+        return []
+    directories = {posixpath.dirname(f.path) for f in files}
+    names = {posixpath.basename(f.path) for f in files}
+    return sorted(p for p in snapshot.removed
+                  if posixpath.dirname(p) in directories and posixpath.basename(p) in names)
+
+
+def exclude_collisions(df: DataFrame, storage: Storage, snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
+    """`df` without the rows of the `collisions` of `files` (Spark then skips those files, not just their rows)."""
+    from pyspark.sql import functions as F
+
+    colliding = collisions(snapshot, files)
+    if not colliding:
+        return df
+    return df.where(~F.col("_metadata.file_path").isin([spark_file_uri(storage, p) for p in colliding]))
 
 
 def filter_column(flt: Filter) -> Column:

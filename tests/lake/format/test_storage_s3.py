@@ -107,14 +107,6 @@ def test_other_errors_are_raised_as_they_come(s3_server: S3Server) -> None:
         store.create_json("_lake/log/a.json", {})
 
 
-def test_rename_is_refused_on_a_store(s3_root: str) -> None:
-    store = Storage(s3_root)
-    store.write_bytes("_lake/staging/i/a.parquet", b"1")
-    with pytest.raises(LakeError, match="object stores have no rename; data files are written under final names"):
-        store.rename("_lake/staging/i/a.parquet", "dt=1/a.parquet")
-    assert store.exists("_lake/staging/i/a.parquet") and not store.exists("dt=1/a.parquet")
-
-
 def test_listings_are_never_served_from_a_cache(s3_server: S3Server, s3_root: str) -> None:
     store = Storage(s3_root)
     store.write_json("_lake/pending/1.requested.json", {})

@@ -108,13 +108,13 @@ def test_vacuum_never_deletes_another_tables_files(spark: Any, tmp_path: Path, h
         filled(spark, nested_path, days=("n1", "n2"), n=7)
         template = filled(spark, tmp_path / "template")
         shutil.copytree(Path(template.url, "_lake"), outer_path / "_lake")
-        shutil.copytree(Path(template.url, "dt=x"), outer_path / "dt=x", dirs_exist_ok=True)
-        shutil.copytree(Path(template.url, "dt=y"), outer_path / "dt=y")
+        shutil.copytree(Path(template.url, "data"), outer_path / "data")  # its write directories
         outer = LakeTable.open(str(outer_path))
     nested_files = parquet_files_on_disk(str(nested_path))
     expected_nested = sorted((k, d) for d in ("n1", "n2") for k in range(7))
     assert len(nested_files) >= 2 and rows(spark, nested_path) == expected_nested
     debris = outer_path / "dt=y" / "debris.parquet"  # a real orphan of the outer table: still deleted
+    debris.parent.mkdir(parents=True, exist_ok=True)
     debris.write_bytes(b"x")
     make_old(tmp_path)
 

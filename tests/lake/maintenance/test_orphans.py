@@ -3,6 +3,7 @@ the log or a writer needs stays (no Spark)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -212,6 +213,34 @@ def test_name_rules() -> None:
     assert instant_of("notes.txt") is None
     assert is_hidden("_lake/log/0.json") and is_hidden("dt=a/.x.crc") and is_hidden("dt=a/_SUCCESS")
     assert not is_hidden("dt=a/part-1.parquet") and not is_hidden("x_y/a.parquet")
+    # write directories: the instant from the directory; Spark's hidden files there are the writer's, not hidden
+    written = "data/20261121054330123-ab12cd34-b4/dt=a/part-00000-0a1b-2c3d_00003.c000.snappy.parquet"
+    assert instant_of(written) == "20261121054330123"
+    assert instant_of("data/20261121054330123-ab12cd34/_temporary/0/x.parquet") == "20261121054330123"
+    assert not is_hidden("data/20261121054330123-ab12cd34/dt=a/.part-0.crc")
+    assert not is_hidden("data/20261121054330123-ab12cd34/_SUCCESS")
+    assert instant_of("data/notes/x.parquet") is None and is_hidden("data/x/_SUCCESS")  # not a write directory
+
+
+def test_debris_of_a_dead_writer_in_its_write_directory_is_removed(table_path: str) -> None:
+    """Spark's leftovers of a writer that died (its `_temporary`, `.crc`, `_SUCCESS`, a data file) go; the files
+    of a live write directory, and a recent writer's, stay."""
+    table = make_table(table_path)
+    dead = instants.format_id(int((time.time() - 3 * HOUR) * 1000))
+    debris = [drop(table, f"data/{dead}-deadbeef/{rel}") for rel in (
+        "dt=a/part-00000-u_00001.c000.snappy.parquet", "dt=a/.part-00000-u_00001.c000.snappy.parquet.crc",
+        "_SUCCESS", "_temporary/0/_temporary/attempt_x/dt=a/part-00001-u.c000.snappy.parquet")]
+    recent = instants.format_id(int(time.time() * 1000) - 5_000)
+    kept = drop(table, f"data/{recent}-cafe0000/dt=a/part-00000-v.c000.snappy.parquet", age_hours=0.01)
+    txn = table.begin("commit", "write")
+    live = dataclasses.replace(data_file(txn, "a"),
+                               path=f"data/{txn.instant}-00000000/dt=a/part-00000-w.c000.snappy.parquet")
+    drop(table, live.path)
+    txn.commit(added=[live])
+    result = remove_orphan_files(table, older_than_hours=1, force=True)
+    assert sorted(result.orphans) == sorted(debris)
+    assert not any(Path(table.storage.path(rel)).exists() for rel in debris)
+    assert Path(table.storage.path(kept)).exists() and Path(table.storage.path(live.path)).exists()
 
 
 # -- through the job runner --------------------------------------------------------------------------

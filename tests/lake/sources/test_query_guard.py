@@ -233,9 +233,9 @@ def test_reads_of_other_views_and_tables_are_refused(spark: Any, lake: Lake, que
 
 PATH_SPELLINGS = {
     "glob class": ("{root}/s[t]", {}),
-    "glob braces": ("{root}/{{st,none}}/dt=d1", {}),
+    "glob braces": ("{root}/{{st,none}}/data", {}),
     "glob ?": ("{root}/s?", {}),
-    "glob star below": ("{root}/s*/dt=d1", {}),
+    "glob star below": ("{root}/s*/data", {}),
     "glob star above": ("{root}/*", {}),
     "trailing slash": ("{st}/", {}),
     "double slashes": ("{root}//st//dt=d1", {}),

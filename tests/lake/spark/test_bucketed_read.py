@@ -80,9 +80,10 @@ def test_overwrite_of_a_partitioned_bucketed_table_reads_only_live_files(spark: 
     table.write(rows_df(spark, 100))
     before = table.snapshot().seq
     table.write(rows_df(spark, 100, days=("d1",), offset=1), mode="overwrite", partitions=[{"dt": "d1"}])
-    replaced = [p for p in Path(table.storage.path("dt=d1")).iterdir()
-                if p.name not in {Path(f.path).name for f in table.snapshot().files}]
-    assert len(replaced) == 8  # the replaced files are still on disk, in the same directory
+    live = {f.path for f in table.snapshot().files}
+    replaced = [p for p in Path(table.storage.path("")).rglob("dt=d1/*.parquet")
+                if str(p.relative_to(table.storage.path(""))) not in live]
+    assert len(replaced) == 8  # the replaced files are still on disk, beside files of their write that stay live
     with session_conf(spark):
         df = table.read(spark)
         assert "Bucketed: true" in plan_text(df)

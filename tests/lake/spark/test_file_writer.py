@@ -86,11 +86,15 @@ def test_footer_stats_match_the_data_of_every_file(spark: Any, table_path: str, 
             got = data_file.stats[name]
             assert got.to_list() == expected_stats(content.column(name).to_pylist(), types[name]), name
         if bucketed:
-            assert data_file.path.endswith(f"_{data_file.bucket:05d}.parquet")
+            assert data_file.path.endswith(f"_{data_file.bucket:05d}.c000.snappy.parquet")  # Spark's bucket id
             ids = content.column("id").to_pylist()
             assert ids == sorted(ids)  # sorted by the bucket's sort columns
     assert parquet_files_on_disk(table_path) == {f.path for f in files}  # nothing else, no staging left
     assert not any(Path(table_path, "_lake", "staging").rglob("*"))
+    # written once under final names in the write's own directory; Spark's .crc and _SUCCESS files deleted
+    assert {f.path.split("/")[1] for f in files} == {files[0].path.split("/")[1]}
+    assert {str(q.relative_to(table_path)) for q in Path(table_path, "data").rglob("*") if q.is_file()} \
+        == {f.path for f in files}
     assert sorted(r["id"] for r in table.read(spark).collect()) == list(range(600))
 
 
@@ -189,7 +193,7 @@ RETRY_SCRIPT = textwrap.dedent("""
             if context.partitionId() == 0 and context.attemptNumber() == 0 and number == 1:
                 # wait until this attempt's output file exists (Spark names the attempt's directory
                 # attempt_<job>_m_<task>_<attempt>), then fail the task
-                staging = Path(table_path, "_lake", "staging")
+                staging = Path(table_path, "data")  # the write directory: Spark's _temporary is inside
                 deadline = time.monotonic() + 60
                 mine = []
                 while time.monotonic() < deadline and not mine:
@@ -220,6 +224,8 @@ def test_a_task_that_fails_once_and_is_retried_leaves_no_file_behind(tmp_path: P
     live = {f.path for f in table.snapshot().files}
     assert parquet_files_on_disk(table_path) == live  # ...and after the commit only live files remain
     assert not any(Path(table_path, "_lake", "staging").rglob("*")) and not any(Path(p).exists() for p in failed)
+    assert not [q for q in Path(table_path, "data").rglob("*") if q.is_file() and str(q.relative_to(table_path))
+                not in live]  # no _temporary, .crc or _SUCCESS left in the write directory
 
 
 def test_partition_values_too_long_for_a_directory_name_are_refused(spark: Any, table_path: str) -> None:
