@@ -84,7 +84,8 @@ def submit_and_kill(operation: str, spec: Mapping[str, Any], point: str, table_p
     env = {} if point == "during_write" else {"AIRFLOW_LAKE_FAULT_POINT": point, "AIRFLOW_LAKE_FAULT_FLAG": str(flag)}
     proc = start_submit(operation, spec, env=env, log=work / "spark-submit.log")
     if point == "during_write":
-        wait_for_glob(Path(table_path, "data"), "**/*.parquet", proc)
+        # a file of a running task attempt (committed files of earlier writes lie outside `_temporary`)
+        wait_for_glob(Path(table_path, "data"), "**/_temporary/**/*.parquet", proc)
     else:
         wait_for_file(flag, proc)
     os.killpg(proc.pid, signal.SIGKILL)

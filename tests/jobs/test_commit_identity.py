@@ -60,6 +60,7 @@ def test_every_operation_records_the_task_that_committed(spark: Any, tmp_path: P
     job(None, "restore", {"table": events, "to_seq": 4}, "undo")
     job(None, "clean", {"table": events, "retain_hours": 0, "force": True}, "clean")
     debris = Path(events, "dt=d1", "part-20200101000000000-debris.parquet")
+    debris.parent.mkdir(parents=True, exist_ok=True)  # (data files lie in write directories below `data/`)
     debris.write_bytes(b"debris")
     os.utime(debris, (time.time() - 7200, time.time() - 7200))
     job(None, "remove_orphan_files", {"table": events, "older_than_hours": 1, "force": True}, "orphans")

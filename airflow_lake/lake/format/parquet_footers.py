@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 SPARK_JOB_MIN_FILES = 400
 FILES_PER_TASK = 200
 DRIVER_THREADS = 8
+STORE_THREADS = 32
 _RESULT_SCHEMA = "path string, rows bigint, bytes bigint, stats string"
 
 
@@ -41,21 +42,26 @@ class FileFacts:
 
 
 def read_footers(paths: Sequence[str], column_types: Mapping[str, str],
-                 spark: SparkSession | None = None) -> dict[str, FileFacts]:
-    """Facts of each file (absolute local paths), keyed by path; `column_types` maps name -> type."""
+                 spark: SparkSession | None = None, filesystem: Any = None) -> dict[str, FileFacts]:
+    """Facts of each file (absolute local paths, or paths in the fsspec `filesystem` of a store), keyed by path;
+    `column_types` maps name -> type. On a store the driver's threads read them (a Spark task would need the
+    store's Python library and credentials on every executor), more at once: each read is a request away."""
     types = dict(column_types)
-    if spark is not None and len(paths) >= SPARK_JOB_MIN_FILES:
+    if spark is not None and filesystem is None and len(paths) >= SPARK_JOB_MIN_FILES:
         raw = _read_with_spark(spark, list(paths), types)
     else:
-        with ThreadPoolExecutor(max_workers=min(DRIVER_THREADS, max(1, len(paths)))) as pool:
-            raw = dict(zip(paths, pool.map(partial(file_facts, column_types=types), paths), strict=True))
+        threads = DRIVER_THREADS if filesystem is None else STORE_THREADS
+        read = partial(file_facts, column_types=types, filesystem=filesystem)
+        with ThreadPoolExecutor(max_workers=min(threads, max(1, len(paths)))) as pool:
+            raw = dict(zip(paths, pool.map(read, paths), strict=True))
     return {
         path: FileFacts(rows, size, {k: ColumnStats.from_list(v) for k, v in stats.items()})
         for path, (rows, size, stats) in raw.items()
     }
 
 
-def file_facts(path: str, column_types: Mapping[str, str]) -> tuple[int, int, dict[str, list[Any]]]:
+def file_facts(path: str, column_types: Mapping[str, str], filesystem: Any = None
+               ) -> tuple[int, int, dict[str, list[Any]]]:
     """(rows, bytes, {column: [min, max, null_count]}) of one file, stats folded over its row groups.
 
     Min/max are None where unknown: a row group without them (Spark writes none for strings over 4 KiB, or
@@ -64,7 +70,12 @@ def file_facts(path: str, column_types: Mapping[str, str]) -> tuple[int, int, di
     """
     import pyarrow.parquet as pq
 
-    meta = pq.read_metadata(path)
+    if filesystem is None:
+        meta, size = pq.read_metadata(path), os.path.getsize(path)
+    else:
+        size = int(filesystem.size(path))
+        with filesystem.open(path, "rb") as handle:
+            meta = pq.read_metadata(handle)
     folded: dict[str, list[Any]] = {}  # name -> [min, max, nulls, min unknown, max unknown]
     for group in range(meta.num_row_groups):
         row_group = meta.row_group(group)
@@ -84,7 +95,7 @@ def file_facts(path: str, column_types: Mapping[str, str]) -> tuple[int, int, di
                 entry[3] = entry[4] = True
                 continue
             _fold_bounds(entry, type_name, stats.min, stats.max)
-    return meta.num_rows, os.path.getsize(path), {
+    return meta.num_rows, size, {
         name: [None if e[3] else e[0], None if e[4] else e[1], e[2]] for name, e in folded.items()
     }
 

@@ -94,8 +94,17 @@ class Storage:
         return f"{self._root}/{rel}" if rel else self._root
 
     def uri(self, rel: str) -> str:
-        """A URL Spark can read: a plain absolute path locally, the scheme-qualified URL otherwise."""
-        return self.path(rel) if self.local else f"{self.url}/{rel}"
+        """A URL Spark can read and write: a plain absolute path locally; on a store the URL in the scheme of
+        Hadoop's file system for it (`s3a://` for every S3 spelling: `stores.hadoop_url`)."""
+        if self.local:
+            return self.path(rel)
+        root = stores.hadoop_url(self.url)
+        return f"{root}/{rel}" if rel else root
+
+    @property
+    def filesystem(self) -> Any:
+        """The fsspec file system of a store (None locally), for readers that take one (pyarrow)."""
+        return self._fs
 
     # -- reads ---------------------------------------------------------------------------------------
     def exists(self, rel: str) -> bool:

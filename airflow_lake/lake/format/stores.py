@@ -73,6 +73,18 @@ def scheme_of(url: str) -> str:
     return urlparse(url).scheme.lower()
 
 
+# Hadoop's file system for each store's schemes, as Spark reaches it: S3A (hadoop-aws) for every S3 spelling, the
+# GCS connector for gs://, ABFS (hadoop-azure) for abfss:// (an az:// or abfs:// URL is given to Spark as it is).
+_HADOOP_SCHEMES = {"s3": "s3a", "s3a": "s3a", "gs": "gs", "gcs": "gs"}
+
+
+def hadoop_url(url: str) -> str:
+    """The URL as Spark's Hadoop file systems name it: `s3://b/k` -> `s3a://b/k`; other URLs as they are."""
+    scheme = scheme_of(url)
+    target = _HADOOP_SCHEMES.get(scheme)
+    return target + url[len(scheme):] if target else url
+
+
 def store_of(url: str) -> Store | None:
     """The known store a URL lies on, or None."""
     return _BY_SCHEME.get(scheme_of(url))

@@ -50,7 +50,7 @@ from airflow_lake.lake.spec.partitions import (
 from airflow_lake.lake.spec.table_spec import TableSpec
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 BUCKET_COLUMN = "__lake_bucket"
@@ -66,6 +66,8 @@ HELPER_ORDER_CONF = {"spark.sql.optimizer.plannedWrite.enabled": "false",
                      "spark.sql.maxConcurrentOutputFileWriters": "1024"}
 NO_SUCCESS_FILE = "mapreduce.fileoutputcommitter.marksuccessfuljobs"
 _BUCKET_ID = re.compile(r"^.*_(\d+)(?:\..*)?$")  # Spark's own pattern for the bucket id in a file name
+# Hadoop's defaults name a class for s3a:// (S3AFileSystem, in hadoop-aws) and abfss:// that the pip package lacks
+_MISSING_FS_CLASS = re.compile(r"ClassNotFoundException: Class org\.apache\.hadoop\.fs\.\S*FileSystem not found")
 DATA_ERROR = "AIRFLOW_LAKE_DATA_ERROR"
 _DATA_ERROR_TEXT = re.compile(DATA_ERROR + r": ([^\n]*?)(?:\s*SQLSTATE|\n|$)")
 
@@ -90,13 +92,6 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     Raises `LakeSchemaError` / `LakeSpecError` for data the table refuses; nothing is committed then (the files
     Spark wrote stay in the write directory until the instant is rolled back).
     """
-    if not storage.local:
-        # Metadata on a store is done (commits by conditional writes) and this writer renames nothing, but Spark
-        # reaches a store through its Hadoop connector (s3a://, gs://, abfss://), which the pip package lacks
-        # and which no test here can run: refuse before Spark writes anything (README, "Tables on object stores").
-        raise LakeError(f"{storage.url}: writing data files to an object store is not supported yet (its metadata "
-                        "is: create, commits, clean, planning, the sensor, the Lake page and the CLI work there). "
-                        "Fix: keep tables that Spark writes on a local or mounted path for now.")
     keys = list(spec.partition_columns)
     base = write_dir(instant, uuid.uuid4().hex[:8])
     spark = df.sparkSession
@@ -130,12 +125,22 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
                 targets = _write_bucketed(df, storage, spec, instant, base, sort_within=sort_within,
                                           helper_order=helper_order)
         except Exception as err:
-            raise data_error(err) or err from err
+            raise data_error(err) or no_file_system(err, storage) or err from err
+    files = finish_write(storage, spec, instant, targets, allowed_partitions=allowed_partitions, spark=spark)
+    log.info("instant %s wrote %d file(s), %d rows under %s", instant, len(files), sum(f.rows for f in files), base)
+    return files
+
+
+def finish_write(storage: Storage, spec: TableSpec, instant: str, targets: Sequence[Target], *,
+                 allowed_partitions: Sequence[Mapping[str, str | None]] | None = None,
+                 spark: SparkSession | None = None) -> list[DataFile]:
+    """After Spark wrote into `targets`: list them, check the data, read the footers, delete Spark's leftovers;
+    the data files with their stats. Plain file-system calls (a listing, reads, deletes): the same on a store."""
     written = _written_files(storage, targets, spec)
     _check_partitions(written, spec, allowed_partitions)
     # Stats are kept by physical name: a rename leaves every file's stats right.
     types = {c.physical: c.type for c in spec.columns if c.name not in spec.partition_columns}
-    facts = read_footers([storage.path(w.path) for w in written], types, spark)
+    facts = read_footers([storage.path(w.path) for w in written], types, spark, storage.filesystem)
     files, empty = [], []
     for item in written:
         fact = facts[storage.path(item.path)]
@@ -147,8 +152,19 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
                               bucket=item.bucket, instant=instant, stats=fact.stats, bucketing=bucketing))
     _check_not_null(files, spec)
     _delete_leftovers(storage, targets, {f.path for f in files}, empty)
-    log.info("instant %s wrote %d file(s), %d rows under %s", instant, len(files), sum(f.rows for f in files), base)
     return files
+
+
+def no_file_system(err: Exception, storage: Storage) -> LakeError | None:
+    """Spark has no Hadoop file system for the store's scheme (no connector on its classpath), as a clear error."""
+    text = str(err)
+    if storage.local or not ("No FileSystem for scheme" in text or _MISSING_FS_CLASS.search(text)):
+        return None
+    scheme = storage.uri("").split(":", 1)[0]
+    return LakeError(f"{storage.url}: Spark has no file system for {scheme}:// (its connector is not on the "
+                     "classpath); nothing was committed. Fix: add the store's Hadoop connector to the Spark job, "
+                     "e.g. for S3 --packages org.apache.hadoop:hadoop-aws:<Spark's Hadoop version> and the "
+                     "fs.s3a settings (README, \"Tables on object stores\").")
 
 
 def write_dir(instant: str, write_id: str) -> str:
@@ -162,17 +178,17 @@ def announce(storage: Storage, instant: str, target: str) -> None:
     instants.write_manifest(storage, instant, [target + "/"])
 
 
-def _write_plain(df: DataFrame, storage: Storage, target: str, keys: Sequence[str]) -> _Target:
+def _write_plain(df: DataFrame, storage: Storage, target: str, keys: Sequence[str]) -> Target:
     """Spark's partitioned Parquet write into `target` (no `_SUCCESS`: a writer option, not a session conf)."""
     writer = df.write.mode("error").format("parquet").option(NO_SUCCESS_FILE, "false")
     if keys:
         writer = writer.partitionBy(*keys)
     writer.save(storage.uri(target))  # "errorifexists" is unknown to Spark Connect: "error"
-    return _Target(target, None, bucketed=False)
+    return Target(target, None, bucketed=False)
 
 
 def _write_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, instant: str, base: str, *,
-                    sort_within: Sequence[str] | None, helper_order: bool) -> list[_Target]:
+                    sort_within: Sequence[str] | None, helper_order: bool) -> list[Target]:
     """One insert per bucket count present in `df` (rows carry their count and bucket from `assign_buckets`)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -202,7 +218,7 @@ def _write_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
 
 
 def _insert_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, target: str, count: int, *,
-                     sort_within: Sequence[str] | None, helper_order: bool) -> _Target:
+                     sort_within: Sequence[str] | None, helper_order: bool) -> Target:
     """Spark's bucketed insert of `df` into `target`, through a temporary external catalog table over it.
 
     Spark sorts a bucketed write by (partition, bucket, SORTED BY) itself: an order by table columns is declared
@@ -227,10 +243,10 @@ def _insert_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, target: s
             writer.saveAsTable(name)
     finally:
         df.sparkSession.sql(f"DROP TABLE IF EXISTS {name}")  # an external table: its files stay
-    return _Target(target, count, bucketed=True)
+    return Target(target, count, bucketed=True)
 
 
-class _Target:
+class Target:
     """A directory one Spark write put files in, with their bucket count (None: plain files)."""
 
     __slots__ = ("bucketed", "count", "path")
@@ -253,7 +269,7 @@ class _Written:
         self.count = count
 
 
-def _written_files(storage: Storage, targets: Sequence[_Target], spec: TableSpec) -> list[_Written]:
+def _written_files(storage: Storage, targets: Sequence[Target], spec: TableSpec) -> list[_Written]:
     """The data files in the write directories (Spark's `_SUCCESS` and `.crc` files and `_temporary` are not)."""
     out = []
     for target in targets:
@@ -279,7 +295,7 @@ def is_data_file(inner: str) -> bool:
     return inner.endswith(".parquet") and not any(s.startswith(("_", ".")) for s in segments)
 
 
-def _delete_leftovers(storage: Storage, targets: Sequence[_Target], kept: set[str], empty: Sequence[str]) -> None:
+def _delete_leftovers(storage: Storage, targets: Sequence[Target], kept: set[str], empty: Sequence[str]) -> None:
     """Delete what Spark left in the write directories besides the data files: `.crc` and `_SUCCESS` files and
     files with no rows (deletes, which a store has; never a rename)."""
     for target in targets:
