@@ -99,7 +99,7 @@ class AirflowStack:
         path = self.home / f"{name}.log"
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
-    def wait(self, condition: Callable[[], Any], timeout: float, what: str, every: float = 2.0) -> Any:
+    def wait(self, condition: Callable[[], Any], timeout: float, what: str, every: float = 0.5) -> Any:
         """Poll `condition` until it returns something truthy; fail naming `what` with the components' logs."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -26,9 +26,9 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 # data file under a table root raises (`lake/format/no_rename.py`; Spark jobs and Airflow tasks inherit it).
 os.environ["AIRFLOW_LAKE_FORBID_RENAME"] = "1"
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
-# Spark JVMs the tests start as processes (spark-submit jobs, Airflow tasks, cluster daemons) live for seconds on
-# small data: compiling with C1 only and a serial GC starts them ~25% faster. The suite's own session (below)
-# keeps the JVM defaults. Not set for users: long jobs want the optimising compiler.
+# Spark JVMs the tests start as processes (spark-submit jobs, Airflow tasks, cluster daemons, the Connect server)
+# live for seconds on small data: compiling with C1 only and a serial GC starts them ~25% faster. The suite's own
+# session (below) keeps the JVM defaults. Not set for users: long jobs want the optimising compiler.
 SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("JAVA_TOOL_OPTIONS", SHORT_JVM)
 VENV_BIN = str(Path(sys.executable).parent)

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 from tests.airflow_stack import free_port
-from tests.conftest import SHORT_JVM
 
 
 class ConnectServer:
@@ -27,15 +26,15 @@ class ConnectServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 180) -> ConnectServer:
-        env = dict(os.environ)
-        if env.get("JAVA_TOOL_OPTIONS") == SHORT_JVM:
-            del env["JAVA_TOOL_OPTIONS"]  # a long-lived server wants the optimising compiler
+        # The server's JVM keeps the suite's JAVA_TOOL_OPTIONS (tests/conftest.py SHORT_JVM: C1 only, serial GC):
+        # on the tests' small jobs the optimising compiler costs more than it saves, also over a run's minutes
+        # (measured: the Connect side of test_connect.py's parity test, server start included, 58 CPU-s with the
+        # JVM's defaults, 32 with SHORT_JVM; four test files on one server, 391 CPU-s and 313).
         command = [sys.executable, "-m", "airflow_lake.cli", "connect-server", "--port", str(self.port),
                    "--master", self.master, "--conf", "spark.ui.enabled=false",
                    "--conf", "spark.sql.shuffle.partitions=4"]
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while not self._listening():
             if self.proc.poll() is not None or time.monotonic() > deadline:

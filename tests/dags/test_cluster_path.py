@@ -1,7 +1,8 @@
 """The cluster path: a Spark standalone master and two workers started as local processes (the commands the
-compose services run), and the example pipeline run against spark://127.0.0.1:<port> through Airflow; its
-jobs run on the cluster and its DM table equals the independent computation (which the local-mode run of
-tests/dags/test_ods_to_dm.py equals too)."""
+compose services run), once for the module; the job runner submitted to spark://127.0.0.1:<port> as a plain
+spark-submit, and the example pipeline run against it through Airflow: its jobs run on the cluster, each task's
+metrics are the commit it made, and its DM table equals the independent computation (which the local-mode run
+of tests/dags/test_ods_to_dm.py equals too)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import httpx
 import pandas as pd
@@ -23,9 +25,17 @@ from airflow_lake.lake import LakeTable
 from tests.airflow_stack import free_port
 from tests.dags import video_oracle
 from tests.dags.test_ods_to_dm import AIRFLOW, airflow_env, dags_test, results
+from tests.support import start_submit, table_ids, write_source
 
+pytestmark = pytest.mark.slow
 SPARK_CLASS = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
 EVENTS = 2000
+
+
+class Cluster(NamedTuple):
+    url: str  # spark://127.0.0.1:<port>
+    port: int
+    ui: int  # the master's web UI (its /json/ state)
 
 
 def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -34,31 +44,42 @@ def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[
                                 start_new_session=True)
 
 
+def master_state(ui: int) -> dict[str, Any]:
+    return dict(httpx.get(f"http://127.0.0.1:{ui}/json/", timeout=5).json())
+
+
 def _alive_workers(ui: int) -> int:
     try:
-        return int(httpx.get(f"http://127.0.0.1:{ui}/json/", timeout=5).json().get("aliveworkers", 0))
+        return int(master_state(ui).get("aliveworkers", 0))
     except (httpx.HTTPError, ValueError):
         return 0
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[str]:
-    """A master and two one-core workers on loopback; stopped by their PIDs at the end."""
+def completed_apps(cluster: Cluster, before: set[str] | None = None) -> list[dict[str, Any]]:
+    """The applications the master has seen complete (those not in `before`: ids)."""
+    return [a for a in master_state(cluster.ui)["completedapps"] if a["id"] not in (before or set())]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A master and two one-core workers on loopback, for the module; stopped by their PIDs at the end."""
+    work = tmp_path_factory.mktemp("spark-cluster")
     port, ui = free_port(), free_port()
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(tmp_path / "work")}
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(work / "work"),
+           "SPARK_LOG_DIR": str(work)}
     procs = []
     try:
         procs.append(_start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                             "--webui-port", str(ui)], env, tmp_path / "master.log"))
+                             "--webui-port", str(ui)], env, work / "master.log"))
         for i in (1, 2):
             procs.append(_start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--webui-port",
                                  str(free_port()), "--cores", "1", "--memory", "1g", f"spark://127.0.0.1:{port}"],
-                                env, tmp_path / f"worker-{i}.log"))
+                                env, work / f"worker-{i}.log"))
         deadline = time.monotonic() + 120
         while _alive_workers(ui) < 2 and time.monotonic() < deadline:
-            time.sleep(1)
-        assert _alive_workers(ui) == 2, (tmp_path / "master.log").read_text()[-3000:]
-        yield f"{port} {ui}"
+            time.sleep(0.5)
+        assert _alive_workers(ui) == 2, (work / "master.log").read_text()[-3000:]
+        yield Cluster(f"spark://127.0.0.1:{port}", port, ui)
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -71,18 +92,40 @@ def cluster(tmp_path: Path) -> Iterator[str]:
                 proc.wait()
 
 
-@pytest.mark.slow
-def test_the_example_pipeline_runs_on_a_standalone_cluster(tmp_path: Path, cluster: str) -> None:
-    port, ui = cluster.split()
+def test_runner_through_spark_submit_on_the_cluster(spark: Any, cluster: Cluster, table_path: str,
+                                                    tmp_path: Path) -> None:
+    before = {a["id"] for a in completed_apps(cluster)}
+    LakeTable.create(table_path, {"schema": "id BIGINT, dt STRING, v DOUBLE", "partition_by": ["dt"],
+                                  "bucket": {"columns": ["id"], "count": 4}})
+    source = write_source(tmp_path / "a.parquet", range(1000), ["a", "b"] * 500)
+    proc = start_submit("write", {"table": table_path, "source": {"path": source}}, master=cluster.url,
+                        log=tmp_path / "submit.log")
+    assert proc.wait(timeout=300) == 0, (tmp_path / "submit.log").read_text()[-4000:]
+    table = LakeTable.open(table_path)
+    assert table_ids(spark, table_path) == list(range(1000))
+    assert len(table.snapshot().files) == 8  # 2 partitions x 4 buckets, written by the cluster's executors
+    apps = completed_apps(cluster, before)
+    assert any("write" in app["name"] for app in apps), apps  # it really ran on this master
+
+
+def test_the_example_pipeline_runs_on_a_standalone_cluster(tmp_path: Path, cluster: Cluster) -> None:
+    """Through Airflow (`airflow dags test`): each task's LakeHook submits to the cluster (a `spark`
+    connection with the master's host and port); what a task reports is the commit it made."""
+    before = {a["id"] for a in completed_apps(cluster)}
     env = {**airflow_env(tmp_path),
            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1",
-                                                     "port": int(port)})}
+                                                     "port": cluster.port})}
     subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, timeout=300, check=True)
     log = dags_test(env, "lake_ods_to_dm", "2024-01-01", {"events_per_day": EVENTS})
     submitted = [m for m in results(log) if m["operation"] in ("write", "versioned_upsert")]
-    assert len(submitted) == 8 and "--master spark://127.0.0.1:" + port in log, log[-3000:]
-    apps = httpx.get(f"http://127.0.0.1:{ui}/json/", timeout=5).json()["completedapps"]
+    assert len(submitted) == 8 and f"--master {cluster.url}" in log, log[-3000:]
+    for metrics in submitted:  # each task's metrics: those its commit recorded, under its request id
+        entry = LakeTable.open(metrics["table"]).find_request(metrics["request_id"])
+        assert entry is not None and entry.instant == metrics["instant"], metrics
+        assert entry.metrics["rows_added"] == metrics["rows_added"] > 0 and metrics["files_added"] >= 1, metrics
+    apps = completed_apps(cluster, before)
     assert len(apps) >= 8 and all(a["cores"] >= 1 for a in apps), apps  # executors on the workers ran them
+    assert sum(1 for app in apps if "airflow-lake write" in app["name"]) >= 1, apps
     expected = video_oracle.pipeline([("2024-01-01", [])], video.Sizes(events=EVENTS))["dm_work_7d"]
     cols = ["work_id", "category", "author_id", "plays_7d", "likes_7d", "play_ms_7d", "active_days", "dt"]
     got = LakeTable.open(str(tmp_path / "lake" / "dm_work_7d")).to_arrow().to_pandas()[cols]
