@@ -136,22 +136,23 @@ def finish_write(storage: Storage, spec: TableSpec, instant: str, targets: Seque
                  spark: SparkSession | None = None) -> list[DataFile]:
     """After Spark wrote into `targets`: list them, check the data, read the footers, delete Spark's leftovers;
     the data files with their stats. Plain file-system calls (a listing, reads, deletes): the same on a store."""
-    written = _written_files(storage, targets, spec)
+    listed = {target.path: storage.walk_files(target.path) for target in targets}  # one listing per directory
+    written = _written_files(listed, targets, spec)
     _check_partitions(written, spec, allowed_partitions)
     # Stats are kept by physical name: a rename leaves every file's stats right.
     types = {c.physical: c.type for c in spec.columns if c.name not in spec.partition_columns}
     facts = read_footers([storage.path(w.path) for w in written], types, spark, storage.filesystem)
-    files, empty = [], []
+    files = []
     for item in written:
         fact = facts[storage.path(item.path)]
         if fact.rows == 0:
-            empty.append(item.path)  # Spark writes a file with no rows for an empty unpartitioned write
+            # Spark writes a file with no rows for an empty unpartitioned write: deleted with the leftovers
             continue
         bucketing = spec.bucket.bucketing(item.count).key() if spec.bucket and item.count else None
         files.append(DataFile(path=item.path, partition=item.partition, rows=fact.rows, bytes=fact.bytes,
                               bucket=item.bucket, instant=instant, stats=fact.stats, bucketing=bucketing))
     _check_not_null(files, spec)
-    _delete_leftovers(storage, targets, {f.path for f in files}, empty)
+    _delete_leftovers(storage, listed, {f.path for f in files})
     return files
 
 
@@ -269,11 +270,11 @@ class _Written:
         self.count = count
 
 
-def _written_files(storage: Storage, targets: Sequence[Target], spec: TableSpec) -> list[_Written]:
-    """The data files in the write directories (Spark's `_SUCCESS` and `.crc` files and `_temporary` are not)."""
+def _written_files(listed: Mapping[str, list[str]], targets: Sequence[Target], spec: TableSpec) -> list[_Written]:
+    """The data files in the write directories, as `listed` (Spark's `_SUCCESS`, `.crc` and `_temporary` are not)."""
     out = []
     for target in targets:
-        for rel in storage.walk_files(target.path):
+        for rel in listed[target.path]:
             if not is_data_file(rel[len(target.path) + 1:]):
                 continue
             inner = rel[len(target.path) + 1:]
@@ -295,16 +296,14 @@ def is_data_file(inner: str) -> bool:
     return inner.endswith(".parquet") and not any(s.startswith(("_", ".")) for s in segments)
 
 
-def _delete_leftovers(storage: Storage, targets: Sequence[Target], kept: set[str], empty: Sequence[str]) -> None:
-    """Delete what Spark left in the write directories besides the data files: `.crc` and `_SUCCESS` files and
+def _delete_leftovers(storage: Storage, listed: Mapping[str, list[str]], kept: set[str]) -> None:
+    """Delete what Spark left in the write directories besides the data files kept: `.crc` and `_SUCCESS` files and
     files with no rows (deletes, which a store has; never a rename)."""
-    for target in targets:
-        for rel in storage.walk_files(target.path):
+    faults.reach("during_place")  # (the name from when files were moved into place: the files are written)
+    for files in listed.values():
+        for rel in files:
             if rel not in kept:
                 storage.delete(rel)
-                faults.reach("during_place")
-    for rel in empty:  # (listed above already; a file gone meanwhile is fine)
-        storage.delete(rel)
 
 
 def _check_partitions(written: list[_Written], spec: TableSpec,
