@@ -1,8 +1,8 @@
 """The bucket of every row being written, decided in the Spark job from the table's bucket spec.
 
 Each row gets its partition's bucket count (NULL: a plain partition, before `from_partition`) and its
-bucket id `pmod(hash(columns), count)`; both become `partitionBy` levels of the staging directory, so the
-driver reads the bucketing of every written file from its path, exactly as the job decided it.
+bucket id `pmod(hash(columns), count)`, the id Spark's bucketed insert gives it too; the rows go one task per
+(partition, bucket), so each task writes one file per bucket.
 """
 
 from __future__ import annotations
@@ -24,11 +24,16 @@ def varying_counts(spec: TableSpec) -> bool:
 
 
 def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_column: str,
-                   sort_within: Sequence[str] | None = None, *, shuffle: bool = True) -> DataFrame:
+                   sort_within: Sequence[str] | None = None, *, shuffle: bool = True,
+                   sort: bool = True) -> DataFrame:
     """`df` with the bucket column (and, with `varying_counts`, the count column) added, one task per
     (partition, bucket), rows sorted within each bucket by the sort columns (or `sort_within`). Without
     `shuffle`, each task keeps its rows and writes one file per bucket it holds (no Exchange: for small
-    inputs, such as an upsert's batch, where one task per bucket would only move the rows around)."""
+    inputs, such as an upsert's batch, where one task per bucket would only move the rows around).
+
+    `sort=False` leaves the sort to the writer: Spark's bucketed insert sorts by (partition, bucket id, SORTED
+    BY) itself, and cannot see that a sort by our bucket column is the same order, so a sort here would be
+    done twice."""
     from pyspark.sql import functions as F
 
     bucket = spec.bucket
@@ -50,16 +55,13 @@ def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_col
         df = df.withColumn(bucket_column, F.pmod(hashed, F.lit(bucket.count)))
     if order:
         df = _unfoldable(df, [bucket_column])
-    if not varying_counts(spec) and _hashed_like_buckets(df, spec):
-        # LAS "write-side shuffle elimination": every task already holds exactly one bucket (Spark's hash
-        # partitioning is pmod(hash(keys), n), the bucket id), so each task writes one file per partition.
-        return df.sortWithinPartitions(*levels, F.col(bucket_column), *order)
-    if not shuffle:
-        return df.sortWithinPartitions(*levels, F.col(bucket_column), *order)
-    # Plain partitions (count NULL) are still spread over `count` tasks, so one big partition is not one task.
-    spread = F.coalesce(F.col(bucket_column), F.pmod(hashed, F.lit(bucket.count)))
-    df = df.repartition(*levels, spread)
-    return df.sortWithinPartitions(*levels, F.col(bucket_column), *order)
+    # LAS "write-side shuffle elimination": when every task already holds exactly one bucket (Spark's hash
+    # partitioning is pmod(hash(keys), n), the bucket id), each task writes one file per partition as it is.
+    if shuffle and not (not varying_counts(spec) and _hashed_like_buckets(df, spec)):
+        # Plain partitions (count NULL) are still spread over `count` tasks, so one big partition is not one task.
+        spread = F.coalesce(F.col(bucket_column), F.pmod(hashed, F.lit(bucket.count)))
+        df = df.repartition(*levels, spread)
+    return df.sortWithinPartitions(*levels, F.col(bucket_column), *order) if sort else df
 
 
 def _unfoldable(df: DataFrame, columns: Sequence[str]) -> DataFrame:

@@ -98,8 +98,11 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     with session_conf(spark, WRITE_CONF):  # (plans below are made with these settings too)
         df = _refuse_bad_partition_strings(df, spec)
         exchanges_before = shuffles(plan_text(df)) if metrics is not None or max_exchanges is not None else 0
+        # an order by helper columns, which Spark's bucketed insert cannot sort by: the rows come sorted
+        helper_order = bool(sort_within) and any(c in drop_columns or not spec.has_column(c) for c in sort_within or ())
         if spec.bucket is not None:
-            df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN, sort_within, shuffle=bucket_shuffle)
+            df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN, sort_within, shuffle=bucket_shuffle,
+                                sort=helper_order)
         elif sort_within:  # after the checks above: they project the partition columns anew, and a sort by
             # the old ones would not satisfy the write, which would then re-sort by partition only
             df = df.sortWithinPartitions(*[f"`{c}`" for c in [*keys, *sort_within]])
@@ -120,8 +123,6 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
                 announce(storage, instant, base)
                 targets = [_write_plain(df, storage, base, keys)]
             else:
-                helper_order = bool(sort_within) and any(c in drop_columns or not spec.has_column(c)
-                                                         for c in sort_within or ())
                 targets = _write_bucketed(df, storage, spec, instant, base, sort_within=sort_within,
                                           helper_order=helper_order)
         except Exception as err:
@@ -208,7 +209,9 @@ def _write_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
             rows = cached.where(F.col(COUNT_COLUMN).isNull() if count is None else F.col(COUNT_COLUMN) == count)
             rows = rows.drop(COUNT_COLUMN, BUCKET_COLUMN)
             announce(storage, instant, f"{base}-plain" if count is None else f"{base}-b{count}")
-            if count is None:  # plain partitions before `from_partition`
+            if count is None:  # plain partitions before `from_partition`, each task's rows in the bucket order
+                if not helper_order:
+                    rows = rows.sortWithinPartitions(*[f"`{c}`" for c in _plain_order(spec, sort_within)])
                 targets.append(_write_plain(rows, storage, f"{base}-plain", spec.partition_columns))
             else:
                 targets.append(_insert_bucketed(rows, storage, spec, f"{base}-b{count}", int(count),
@@ -216,6 +219,16 @@ def _write_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
         return targets
     finally:
         cached.unpersist()
+
+
+def _plain_order(spec: TableSpec, sort_within: Sequence[str] | None) -> list[str]:
+    """The physical columns plain files of a bucketed table are sorted by: partition columns (the order Spark's
+    partitioned write needs, so it adds no sort of its own), then the bucket's sort columns (or `sort_within`)."""
+    bucket = spec.bucket
+    assert bucket is not None
+    keys = list(spec.partition_columns)
+    return keys + [spec.physical_of(c) for c in (bucket.sort_columns if sort_within is None else sort_within)
+                   if c not in keys]
 
 
 def _insert_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, target: str, count: int, *,
