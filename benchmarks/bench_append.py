@@ -114,12 +114,13 @@ def run_rounds(spark: SparkSession, root: Path, src: str, args: argparse.Namespa
     if args.old_path:
         writers["old"] = old_write
     who_all = ["baseline", *writers]
-    samples: dict[str, dict[str, list[float]]] = {v.name: {who: [] for who in who_all} for v in VARIANTS}
+    variants = [v for v in VARIANTS if v.name in args.variants]
+    samples: dict[str, dict[str, list[float]]] = {v.name: {who: [] for who in who_all} for v in variants}
     checks: dict[str, dict[str, Any]] = {}
     total = args.warmup + args.rounds
     for round_no in range(total):
         counted = round_no >= args.warmup
-        for variant in VARIANTS:
+        for variant in variants:
             out = str(root / f"baseline-{variant.name}")
             # rotate who goes first, so nobody always runs on a warmer JVM or a quieter machine
             order = who_all[round_no % len(who_all):] + who_all[:round_no % len(who_all)]
@@ -143,7 +144,7 @@ def run_rounds(spark: SparkSession, root: Path, src: str, args: argparse.Namespa
             for who in writers:
                 shutil.rmtree(root / f"lake-{variant.name}-{who}-{round_no - 1}", ignore_errors=True)
     results = []
-    for variant in VARIANTS:
+    for variant in variants:
         got = samples[variant.name]
         base = got["baseline"]
         row: dict[str, Any] = {"variant": variant.name, "baseline_seconds": median(base),
@@ -181,12 +182,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=1, help="warm-up rounds, not counted (default 1)")
     parser.add_argument("--old-path", action="store_true",
                         help="also time the previous pyarrow writer (needs a checkout of commit 5975ca5)")
+    parser.add_argument("--variants", default=",".join(v.name for v in VARIANTS),
+                        help="comma-separated variants to run (default: all)")
     parser.add_argument("--json-out", default=None, help="write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args(argv)
     if args.old_path and importlib.util.find_spec("airflow_lake.lake.arrow_writer") is None:
         parser.error("--old-path: the previous writer was removed after commit 5975ca5; run this script from a "
                      "checkout of that commit to time it")
+    args.variants = [name.strip() for name in args.variants.split(",") if name.strip()]
+    unknown = sorted(set(args.variants) - {v.name for v in VARIANTS})
+    if unknown or not args.variants:
+        parser.error(f"--variants: unknown {unknown or 'empty list'}; choose from "
+                     f"{', '.join(v.name for v in VARIANTS)}")
     if args.rows < 1 or args.rounds < 1 or args.warmup < 0 or args.source_files < 1:
         parser.error("--rows, --rounds and --source-files must be >= 1, --warmup >= 0")
 
