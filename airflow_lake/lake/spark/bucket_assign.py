@@ -57,7 +57,7 @@ def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_col
         df = _unfoldable(df, [bucket_column])
     # LAS "write-side shuffle elimination": when every task already holds exactly one bucket (Spark's hash
     # partitioning is pmod(hash(keys), n), the bucket id), each task writes one file per partition as it is.
-    if shuffle and not (not varying_counts(spec) and _hashed_like_buckets(df, spec)):
+    if shuffle and (varying_counts(spec) or not _hashed_like_buckets(df, spec)):
         # Plain partitions (count NULL) are still spread over `count` tasks, so one big partition is not one task.
         spread = F.coalesce(F.col(bucket_column), F.pmod(hashed, F.lit(bucket.count)))
         df = df.repartition(*levels, spread)
