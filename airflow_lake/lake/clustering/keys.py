@@ -50,7 +50,7 @@ class Coordinate:
     """How one sort column becomes a coordinate: SAMPLE ranks among `bounds` spread over `ranges` (see
     `sample.expand`), DIRECT (`bounds` None) keeps the low bits of `coordinates.direct_value`."""
 
-    bounds: np.ndarray | None = None
+    bounds: np.ndarray | sample.StringBounds | None = None
     ranges: int = 1
 
     def of(self, values: pa.Array, bits: int) -> np.ndarray:

@@ -21,11 +21,14 @@ bounds per column, and the index of a value's range as its coordinate.
 5. The rank of a value (`rank`) is the number of bounds below it: a binary search (`numpy.searchsorted`)
    over the bounds in Spark's Python workers, on Arrow batches of the sort columns (`keys.py`); strings
    compare by their UTF-8 bytes, as in Spark (binary order: a prefix first, NUL bytes count; see
-   `string_keys`). NULL takes the largest coordinate.
+   `string_keys`). NULL takes the largest coordinate. A string's key holds its first bytes only: two strings
+   longer than that which share them (URLs, paths) tie on their keys, and the tie is settled by comparing the
+   whole strings (`StringBounds`), never by their lengths — so ranks always follow the values' order.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -44,6 +47,7 @@ OVERSAMPLE = 3.0  # each partition samples 3x its share, as Spark does
 PREFILTER = 2.0  # the JVM passes ~2x the rows a balanced partition keeps
 MAX_STRING_BYTES = 64
 LENGTH_BYTES = 2  # a string's key ends with its length (`string_keys`)
+CUT = (1 << (8 * LENGTH_BYTES)) - 1  # ... or, for a string longer than the key's bytes, this: "cut short"
 PID, ROWS, WEIGHT = "__lake_pid", "__lake_rows", "__lake_weight"
 
 
@@ -170,33 +174,60 @@ def expand(bounds: Sequence[Sequence[Any]]) -> tuple[int, list[int]]:
     return bits, ranges
 
 
-def bound_array(bounds: Sequence[Any]) -> np.ndarray:
-    """A column's bounds as a sorted numpy array for `rank`: bigints, or strings as fixed-width byte keys
-    (`string_keys`, `string_width` bytes of text)."""
+@dataclass(frozen=True)
+class StringBounds:
+    """A string column's bounds for `rank`: their keys (`string_keys`, `width` bytes of text) and their UTF-8
+    bytes, which settle the order of a value whose key ties with a bound's key cut short."""
+
+    keys: np.ndarray
+    texts: tuple[bytes, ...]
+    width: int
+
+    @property
+    def cut(self) -> bool:
+        """Whether some bound is longer than its key (else keys alone decide every rank)."""
+        return any(len(t) > self.width for t in self.texts)
+
+
+def bound_array(bounds: Sequence[Any]) -> np.ndarray | StringBounds:
+    """A column's bounds for `rank`: bigints as a sorted numpy array, strings as `StringBounds`."""
     import numpy as np
     import pyarrow as pa
 
     if bounds and isinstance(bounds[0], str):
-        return string_keys(pa.array(bounds, type=pa.string()), string_width([b.encode("utf-8") for b in bounds]))
+        texts = tuple(b.encode("utf-8") for b in bounds)
+        width = string_width(texts)
+        return StringBounds(string_keys(pa.array(bounds, type=pa.string()), width), texts, width)
     return np.array([int(b) for b in bounds], dtype=np.int64)
 
 
 def string_width(encoded: Sequence[bytes]) -> int:
-    """Bytes of text in a string's key: the longest bound's, at most `MAX_STRING_BYTES` (a longer bound is
-    cut there, and ranks next to it are approximate)."""
+    """Bytes of text in a string's key: the longest bound's, at most `MAX_STRING_BYTES` (a longer bound's key is
+    cut there; a value whose key ties with it is then compared whole, see `rank`)."""
     return max(1, min(MAX_STRING_BYTES, max((len(b) for b in encoded), default=0)))
 
 
-def rank(values: pa.Array, bounds: np.ndarray) -> np.ndarray:
+def rank(values: pa.Array, bounds: np.ndarray | StringBounds) -> np.ndarray:
     """Step 5: the number of bounds below each value (`int64`; NULL values get 0, see `Coordinate.of`).
     Numbers: a branch-free binary search over all values at once, one gather and compare per halving (3x
-    faster than `numpy.searchsorted` on unsorted values)."""
+    faster than `numpy.searchsorted` on unsorted values). Strings: numpy's search over the keys; where a value's
+    key equals keys of bounds (both cut short: they share the key's bytes), a search of those bounds' whole
+    bytes — equal prefixes tie on keys, they are never ordered by length."""
     import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    if bounds.dtype.kind == "S":  # (for bytes, numpy's own search is the faster one)
-        needles = string_keys(values, bounds.dtype.itemsize - LENGTH_BYTES)
-        return np.searchsorted(bounds, needles, side="left").astype(np.int64)
+    if isinstance(bounds, StringBounds):  # (for bytes, numpy's own search is the faster one)
+        needles = string_keys(values, bounds.width)
+        ranks = np.searchsorted(bounds.keys, needles, side="left").astype(np.int64)
+        if bounds.cut:
+            upper = np.searchsorted(bounds.keys, needles, side="right")
+            tied = np.flatnonzero(upper > ranks)  # equal keys: equal strings, or both cut short
+            if len(tied):
+                texts = values.take(pa.array(tied)).cast(pa.large_binary()).to_pylist()
+                for i, text in zip(tied.tolist(), texts, strict=True):
+                    ranks[i] = bisect.bisect_left(bounds.texts, text, int(ranks[i]), int(upper[i]))
+        return ranks
     filled = pc.fill_null(values, 0) if values.null_count else values
     numbers = np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.int64)
     size = 1 << len(bounds).bit_length()  # a power of two above the number of bounds
@@ -212,9 +243,12 @@ def rank(values: pa.Array, bounds: np.ndarray) -> np.ndarray:
 
 def string_keys(values: pa.Array, width: int) -> np.ndarray:
     """Strings as numpy fixed-width bytes (`S<width + LENGTH_BYTES>`) in Spark's string order: the first
-    `width` UTF-8 bytes, zero padded, then the length (big-endian, capped). numpy compares these bytewise;
-    the length tells a string from the same one with NUL bytes appended ('a' < 'a\\x00' < 'a\\x01'),
-    which zero padding alone makes equal. Vectorized: one gather of rows x width bytes."""
+    `width` UTF-8 bytes, zero padded, then the length (big-endian), or `CUT` for a string longer than `width`.
+    numpy compares these bytewise; the length tells a string from the same one with NUL bytes appended
+    ('a' < 'a\\x00' < 'a\\x01'), which zero padding alone makes equal, and `CUT` puts a longer string after
+    every string it starts with. So a key below another is a string below the other; equal keys are equal
+    strings, or two strings cut short that share their first `width` bytes (their order is unknown: never
+    their lengths'). Vectorized: one gather of rows x width bytes."""
     import numpy as np
     import pyarrow as pa
 
@@ -231,7 +265,7 @@ def string_keys(values: pa.Array, width: int) -> np.ndarray:
         columns = np.arange(width, dtype=np.int64)
         index = np.minimum(starts[:, None] + columns[None, :], len(data) - 1)  # one gather of rows x width
         out[:, :width] = np.where(columns[None, :] < np.minimum(sizes, width)[:, None], data[index], np.uint8(0))
-    length = np.minimum(sizes, (1 << (8 * LENGTH_BYTES)) - 1)  # a value longer than any bound stays longer
+    length = np.where(sizes > width, CUT, sizes)  # (width <= MAX_STRING_BYTES: a length never reads as CUT)
     for i in range(LENGTH_BYTES):
         out[:, width + i] = (length >> (8 * (LENGTH_BYTES - 1 - i))) & 0xFF
     return np.asarray(out.reshape(-1).view(f"S{width + LENGTH_BYTES}"))

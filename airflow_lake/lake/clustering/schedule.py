@@ -4,6 +4,7 @@ instant (executed later by `execute_clustering`)."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -165,19 +166,32 @@ def _made_by_clustering(table: TableMetadata, seqs: dict[str, int]) -> Any:
 
 @contextmanager
 def _schedule_lock(table: TableMetadata) -> Iterator[None]:
-    """An exclusive lock file so two schedulers never plan the same files; a lock older than
-    `LOCK_STALE_SECONDS` (its holder died) is broken."""
+    """An exclusive lock file so two schedulers never plan the same files; a lock this process saw unchanged for
+    `LOCK_STALE_SECONDS` by its own clock (its holder died) is broken.
+
+    Never judged by comparing the lock's time stamp (the store's clock, or its writer's) with this process's clock:
+    a clock that is off would break a live holder's lock at once. A lock whose stamp looks stale is only watched
+    longer (past `LOCK_WAIT_SECONDS`, up to `LOCK_STALE_SECONDS` from the first look), as `instants.watch` watches
+    a heartbeat."""
     storage = table.storage
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
-    while not storage.create_json(LOCK, {"at": time.time()}):
+    first: tuple[str, float] | None = None  # the lock's token when this process first saw it, and when
+    while not storage.create_json(LOCK, {"at": time.time(), "nonce": os.urandom(4).hex()}):
         try:
-            if time.time() - storage.mtime(LOCK) > LOCK_STALE_SECONDS:
-                log.warning("breaking a stale clustering schedule lock on %s", storage.url)
-                storage.delete(LOCK)
-                continue
+            stamp, token = storage.touched(LOCK)
         except FileNotFoundError:
             continue
-        if time.monotonic() > deadline:
+        clock = time.monotonic()
+        if first is None or first[0] != token:  # another holder (or the first look): watched from now
+            first = (token, clock)
+        if clock - first[1] > LOCK_STALE_SECONDS:
+            log.warning("breaking a stale clustering schedule lock on %s (unchanged for %.0f s)", storage.url,
+                        clock - first[1])
+            storage.delete(LOCK)
+            continue
+        if abs(time.time() - stamp) > LOCK_STALE_SECONDS:  # stale by its stamp: watch it for the whole time
+            deadline = max(deadline, first[1] + LOCK_STALE_SECONDS + 1)
+        if clock > deadline:
             raise LakeCommitConflict(f"another schedule_clustering holds {LOCK} on {storage.url!r}; run the job "
                                      "again.")
         time.sleep(0.2)

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 # per Storage: the pending instants its last `recover` judged alive, so the next one (this writer's next begin)
 # does not read their files again while their beats are fresh (`instants.judge`)
 _SEEN: weakref.WeakKeyDictionary[Storage, dict[str, instants.Sighting]] = weakref.WeakKeyDictionary()
+# per Storage: the heartbeats this process watched and when it first saw their tokens (`instants.watch`), so a
+# later recover in this process goes on from there instead of watching again from the start
+_OBSERVED: weakref.WeakKeyDictionary[Storage, instants.Observations] = weakref.WeakKeyDictionary()
 _SEEN_LOCK = threading.Lock()
 
 
@@ -135,8 +138,9 @@ def rollback_unchecked(table: TableMetadata, ids: Iterable[str], reason: str,
 
 
 def recover(table: TableMetadata, timeout: float | None = None, request_id: str | None = None) -> LogEntry | None:
-    """Roll back every unfinished instant whose writer is dead: no heartbeat for `timeout` seconds, or its
-    process gone from this host.
+    """Roll back every unfinished instant whose writer is dead: its heartbeat did not change for `timeout` seconds
+    while this process watched it (only instants whose writer's own time stamps look stale are watched:
+    `instants.judge`), or its process gone from this host.
 
     Clustering plans (requested instants of `instants.PLAN_OPERATION`) wait to be executed: they are not
     debris and are kept. Every other requested instant is a writer's reservation — one that died before
@@ -148,7 +152,9 @@ def recover(table: TableMetadata, timeout: float | None = None, request_id: str 
     storage = table.storage
     with _SEEN_LOCK:
         seen = _SEEN.get(storage)
-    judged = instants.judge(storage, limit, lambda i: i in state.instants or i in state.rolled_back, seen)
+        observed = _OBSERVED.setdefault(storage, {})
+    judged = instants.judge(storage, limit, lambda i: i in state.instants or i in state.rolled_back, seen,
+                            observed=observed)
     with _SEEN_LOCK:
         _SEEN[storage] = judged.alive
     dead = judged.dead
@@ -162,11 +168,14 @@ def recover(table: TableMetadata, timeout: float | None = None, request_id: str 
 
 
 def rollback(table: TableMetadata, ids: Iterable[str], request_id: str | None = None) -> LogEntry | None:
-    """Roll back the named pending instants; refuse completed ones and ones whose writer is alive."""
+    """Roll back the named pending instants; refuse completed ones and ones whose writer is alive (judged as
+    `recover` judges: a writer whose stamps look stale is watched, and refused if its heartbeat changes)."""
     limit = table.spec.float_property("heartbeat.timeout.seconds")
+    ids = list(ids)
     pending = {p.id: p for p in instants.pending(table.storage)}
     state = table.state()
     now = time.time()
+    watched = []
     for instant in ids:
         if instant in state.rolled_back:
             continue
@@ -177,7 +186,18 @@ def rollback(table: TableMetadata, ids: Iterable[str], request_id: str | None = 
         if item is None:
             raise LakeError(f"instant {instant} is not pending on this table. Fix: pick one from "
                             "`airflow-lake timeline`.")
-        if not item.is_plan and now - item.last_beat <= limit and not item.writer_gone():
+        if item.is_plan or item.writer_gone():
+            continue
+        if abs(now - item.last_beat) <= limit:
             raise LakeError(f"instant {instant} is alive (heartbeat {now - item.last_beat:.0f} s ago, timeout "
                             f"{limit:.0f} s); a live writer is never rolled back. Fix: stop its job or wait.")
+        watched.append(instant)
+    if watched:
+        with _SEEN_LOCK:
+            observed = _OBSERVED.setdefault(table.storage, {})
+        beating = set(watched) - instants.watch(table.storage, watched, limit, observed)
+        if beating:
+            raise LakeError(f"instant(s) {sorted(beating)} are alive: their heartbeat changed while this process "
+                            f"watched it (their writer's time stamps are off from this machine's clock); a live "
+                            "writer is never rolled back. Fix: stop its job or wait.")
     return rollback_unchecked(table, ids, reason="requested", request_id=request_id)

@@ -16,11 +16,11 @@ stats, which its files read lazily (`stats_columns.py`): a snapshot without filt
 and a filter on `c1` only for `c1`.
 
 Checkpoints are an optimisation; the log is the truth — until `clean` expires log entries older than the log
-retention (`log.retain.hours`): then the oldest kept checkpoint is where the log's history starts, and
-`retain` keeps, besides the newest `checkpoint.retain.count`, the newest checkpoint at or before the log
-retention's horizon, from which every snapshot within the retention still folds. Before Parquet they were JSON
-(`<seq:020d>.json`, `TableState.to_dict`), which is still read. The bytes are built in memory and written
-with one atomic replace, then `_lake/_last_checkpoint.json` (the pointer a log opens from) names them.
+retention (`log.retain.hours`): then the checkpoint at the log's start is where its history starts, and `retain`
+keeps it, besides the newest `checkpoint.retain.count` (the rule is `history.py`'s, which `clean` follows too).
+Before Parquet they were JSON (`<seq:020d>.json`, `TableState.to_dict`), which is still read. The bytes are built
+in memory and written with one atomic replace, then `_lake/_last_checkpoint.json` (the pointer a log opens from)
+names them.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_lake.lake.format import paths
+from airflow_lake.lake.format import history, paths
 from airflow_lake.lake.format.data_files import DataFile
 from airflow_lake.lake.format.stats_columns import (
     UNREADABLE,
@@ -53,10 +53,8 @@ from airflow_lake.lake.format.table_state import (
     versions_from_pairs,
     versions_to_pairs,
 )
-from airflow_lake.lake.spec.table_spec import TableSpec
 
-__all__ = ["UNREADABLE", "decode", "encode", "listed", "log_retention_hours", "newest_before", "read", "retain",
-           "write"]
+__all__ = ["UNREADABLE", "decode", "encode", "listed", "read", "retain", "write"]
 PARQUET_FORMAT = 2  # `format` in `lake.state`; 1 is the JSON form of `TableState.to_dict`
 STATE_KEY = b"lake.state"
 CRC_KEY = b"lake.state.crc32"
@@ -132,17 +130,6 @@ def _partition_texts(files: Sequence[DataFile]) -> list[str]:
 # -- retention -------------------------------------------------------------------------------------
 
 
-def log_retention_hours(spec: TableSpec) -> float:
-    """How long log entries are kept: `log.retain.hours`, but never less than `clean.retain.hours`.
-
-    The data retention promises that snapshots current within it keep their files, for time travel and
-    restore; expiring their log entries sooner would break that promise through the back door. So a shorter log
-    retention is raised to the data retention (rather than refused: then raising `clean.retain.hours` would
-    first need `log.retain.hours` raised, in another alter, for no gain).
-    """
-    return max(spec.float_property("log.retain.hours"), spec.float_property("clean.retain.hours"))
-
-
 def listed(storage: Storage) -> list[tuple[int, str]]:
     """The checkpoints on storage as (seq, format), newest first; at one seq, Parquet before JSON."""
     rank = {fmt: i for i, fmt in enumerate(paths.CHECKPOINT_FORMATS)}
@@ -150,39 +137,15 @@ def listed(storage: Storage) -> list[tuple[int, str]]:
     return sorted(found, key=lambda c: (-c[0], rank[c[1]]))
 
 
-def newest_before(seqs: Sequence[int], completed_at: Callable[[int], float], horizon: float) -> int | None:
-    """Of `seqs` (checkpoint seqs, newest first), the newest whose entry completed before `horizon`; None if none.
+def retain(storage: Storage, keep: int, start: Callable[[], int]) -> list[str]:
+    """Delete the checkpoints (either format) that `history.kept_checkpoints` does not keep: all but the newest
+    `keep`, the one at the log's `start()` and the one a clean is moving the start to; returns the deleted names.
 
-    Entries complete in log order (each writer takes its completion time after it saw the previous entry), so
-    a binary search reads about log2(len(seqs)) entries.
-    """
-    low, high = 0, len(seqs)  # the answer's index lies in [low, high]; len(seqs): none
-    while low < high:
-        middle = (low + high) // 2
-        if completed_at(seqs[middle]) < horizon:
-            high = middle
-        else:
-            low = middle + 1
-    return seqs[low] if low < len(seqs) else None
-
-
-def retain(storage: Storage, keep: int, *, completed_at: Callable[[int], float] | None = None,
-           horizon: float | None = None) -> list[str]:
-    """Delete all but the newest `keep` checkpoints (by seq, either format) and, given `completed_at` (when an entry
-    completed) and `horizon` (the log retention's), the newest checkpoint whose entry completed before it;
-    returns the deleted names.
-
-    Snapshots older than the oldest kept checkpoint resolve by folding the log from entry 0 while the log is
-    whole; once `clean` expired entries, from the kept checkpoint at or before the horizon, which covers every
-    snapshot within the log retention.
+    The checkpoints are listed before the clean's mark is read (see `history`), and `start` is asked last.
     """
     found = listed(storage)
-    seqs = sorted({seq for seq, _ in found}, reverse=True)
-    kept = set(seqs[:max(1, keep)])
-    if completed_at is not None and horizon is not None and len(seqs) > len(kept):
-        floor = newest_before(seqs, completed_at, horizon)
-        if floor is not None:
-            kept.add(floor)
+    starting = history.marked_start(storage)
+    kept = history.kept_checkpoints({seq for seq, _ in found}, keep, start(), starting)
     deleted = [os.path.basename(paths.checkpoint_file(seq, fmt)) for seq, fmt in reversed(found) if seq not in kept]
     for name in deleted:
         storage.delete(f"{paths.CHECKPOINTS}/{name}")

@@ -322,40 +322,131 @@ class Judgement:
 
 
 def judge(storage: Storage, timeout: float, finished: Callable[[str], bool],
-          seen: Mapping[str, Sighting] | None = None, now: float | None = None) -> Judgement:
+          seen: Mapping[str, Sighting] | None = None, *, now: float | None = None,
+          observed: Observations | None = None) -> Judgement:
     """Which pending instants are finished, dead or alive — the decision `recovery.recover` makes from `pending`,
     reading only what decides it.
 
-    Dead: not a plan, and either its last beat (the newest of its requested file, inflight file and heartbeat,
-    as `pending` takes them) is older than `timeout`, or its writer ran on this host and its process is gone.
+    Dead: not a plan, and either its writer ran on this host and its process is gone, or its heartbeat stood still
+    for `timeout` while this reader watched it, by this reader's own clock (`watch`). Whether to watch is decided by
+    the writer's own time stamps (its last beat: the newest of its requested file, inflight file and heartbeat, as
+    `pending` takes them): within `timeout` of this reader's clock, it is alive without watching (the common case:
+    nothing waits); otherwise it is watched, and a writer whose clock is merely off is seen beating and kept.
     A finished instant's files are not read at all; of the others the inflight file first (its writer, a beat),
     else the requested file, then the other files only while no beat read so far is within `timeout` (one read
     of a live writer's instant, where `pending` takes three). An instant in `seen` (an earlier `alive`) whose beat
     there is still within `timeout` and whose pending files are the same is not read again (a plan: while it is
-    not inflight); its process is checked again.
+    not inflight); its process is checked again. `observed`: what this process saw of heartbeats before
+    (`watch`), kept by the caller.
     """
     now = time.time() if now is None else now
     names = set(storage.list_dir(paths.PENDING))
     leftovers: list[str] = []
     dead: list[str] = []
     alive: dict[str, Sighting] = {}
-    for instant in _pending_ids(names):
+    suspects: dict[str, Sighting] = {}
+    ids = _pending_ids(names)
+    if observed:  # forget the heartbeats of instants no longer pending
+        for instant in set(observed) - set(ids):
+            observed.pop(instant, None)
+    for instant in ids:
         if finished(instant):
             leftovers.append(instant)
             continue
         inflight = f"{instant}.inflight.json" in names
         known = (seen or {}).get(instant)
-        if known is None or known.inflight != inflight or (not known.plan and now - known.last_beat > timeout):
+        if known is None or known.inflight != inflight or (not known.plan and not _fresh(known.last_beat, now,
+                                                                                          timeout)):
             known = _sight(storage, instant, inflight, timeout, now)
             if known is None:  # finished meanwhile
                 continue
         if known.plan:
             alive[instant] = known
-        elif now - known.last_beat > timeout or _gone(known.host, known.pid):
+        elif _gone(known.host, known.pid):
             dead.append(instant)
-        else:
+        elif _fresh(known.last_beat, now, timeout):
             alive[instant] = known
-    return Judgement(leftovers, dead, alive)
+        else:
+            suspects[instant] = known
+    if suspects:
+        still = watch(storage, list(suspects), timeout, {} if observed is None else observed)
+        for instant, known in suspects.items():
+            if instant in still:
+                dead.append(instant)
+            else:
+                log.warning("instant %s looked dead by its writer's own time stamps (last beat %.0f s before this "
+                            "reader's clock), but its heartbeat changed: it is alive, and one of the two clocks is "
+                            "off by about that much (fix the machines' time sync)", instant, now - known.last_beat)
+                alive[instant] = known
+    return Judgement(leftovers, sorted(dead), alive)
+
+
+# what a reader saw of heartbeats: instant -> (its heartbeat's token, None if it had none; when this reader first
+# saw that token, by its monotonic clock)
+Observations = dict[str, tuple[str | None, float]]
+
+
+def watch(storage: Storage, ids: Sequence[str], timeout: float, observed: Observations) -> set[str]:
+    """The instants of `ids` whose heartbeat did not change for `timeout` seconds while this reader watched it, by
+    this reader's monotonic clock (Hudi's heartbeat client judges the same way): never comparing the writer's
+    clock with the reader's, so a live writer whose clock runs behind is not taken for dead.
+
+    An instant already in `observed` (this process saw its token before) has been watched since then; the others
+    from now. The heartbeat is read every `timeout / 10` seconds (0.05 to 2) until each instant changed or stood
+    still for `timeout`: a writer beats at least twice per timeout (`check_heartbeat`), so a live one changes
+    within one interval. `observed` is updated (a dead one keeps its entry until it is rolled back).
+    """
+    start = _monotonic()
+    waiting: dict[str, tuple[str | None, float]] = {}
+    for instant in ids:
+        token = _token(storage, instant)
+        known = observed.get(instant)
+        if known is not None and known[0] == token:
+            waiting[instant] = known
+        else:
+            waiting[instant] = observed[instant] = (token, start)
+    poll = min(2.0, max(0.05, timeout / 10))
+    still: set[str] = set()
+    while waiting:
+        clock = _monotonic()
+        for instant, (_, since) in list(waiting.items()):
+            if clock - since >= timeout:
+                still.add(instant)
+                del waiting[instant]
+        if not waiting:
+            break
+        _pause(poll)
+        for instant, (token, _since) in list(waiting.items()):
+            now_token = _token(storage, instant)
+            if now_token != token:
+                observed[instant] = (now_token, _monotonic())
+                del waiting[instant]
+    return still
+
+
+def _token(storage: Storage, instant: str) -> str | None:
+    """The token of an instant's heartbeat (`Storage.touched`); None while it has none (a writer not inflight
+    yet: its first beat changes that)."""
+    try:
+        return storage.touched(heartbeat_file(instant))[1]
+    except FileNotFoundError:
+        return None
+
+
+def _fresh(last_beat: float, now: float, timeout: float) -> bool:
+    """Whether a writer's last beat, by its own clock, lies within `timeout` of this reader's clock (either way: a
+    stamp far in the future is a clock that is off, too)."""
+    return abs(now - last_beat) <= timeout
+
+
+def _monotonic() -> float:
+    """This reader's clock for watching heartbeats (a seam for tests that must not wait)."""
+    return time.monotonic()
+
+
+def _pause(seconds: float) -> None:
+    """Wait between two looks at watched heartbeats (a seam for tests that must not wait)."""
+    time.sleep(seconds)
 
 
 def _sight(storage: Storage, instant: str, inflight: bool, timeout: float, now: float) -> Sighting | None:
@@ -383,10 +474,10 @@ def _sight(storage: Storage, instant: str, inflight: bool, timeout: float, now: 
         action = _text(requested.get("action"), UNKNOWN)
         if not inflight and _text(requested.get("operation"), action) == PLAN_OPERATION:
             return Sighting(False, True, host, pid, max(beats))
-    if now - max(beats) > timeout and not _gone(host, pid):
+    if not _fresh(max(beats), now, timeout) and not _gone(host, pid):
         with contextlib.suppress(FileNotFoundError):
             beats.append(storage.touched_at(heartbeat_file(instant)))
-        if now - max(beats) > timeout and requested is None:
+        if not _fresh(max(beats), now, timeout) and requested is None:
             try:
                 beats.append(_written_at(storage, requested_file(instant),
                                          _read_pending(storage, requested_file(instant)).get("requested_at")))

@@ -14,6 +14,8 @@ HEARTBEATS = f"{META}/heartbeats"  # touched by a live writer
 MARKERS = f"{META}/markers"
 CHECKPOINTS = f"{META}/checkpoints"  # the folded table state every N sequence numbers
 LAST_CHECKPOINT = f"{META}/_last_checkpoint.json"  # {"seq": N, "format": "parquet", ...}: the newest checkpoint
+# {"seq": N}: the entry the last clean moved (or is moving) the log's start to (`history.mark_start`)
+LOG_START = f"{META}/_log_start.json"
 CHECKPOINT_FORMATS = ("parquet", "json")  # Parquet since format 2; JSON checkpoints of older tables are still read
 
 

@@ -19,7 +19,6 @@ raises `LogEntryExpired`, naming the oldest snapshot still reachable (`oldest_re
 from __future__ import annotations
 
 import logging
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -180,27 +179,15 @@ class SnapshotResolver:
                 state.apply(entry)
         return {path: data_file.stats for path, data_file in state.files.items()}
 
-    def write_checkpoint(self, state: TableState, now: float | None = None) -> None:
-        """Persist `state` as a checkpoint, point the hint at it, and delete checkpoints beyond the retention:
-        all but the newest `checkpoint.retain.count`, and the newest one at or before the log retention's horizon
-        (the one time travel within the log retention folds from once `clean` expired the entries before it)."""
+    def write_checkpoint(self, state: TableState) -> None:
+        """Persist `state` as a checkpoint, point the hint at it, and delete the checkpoints retention does not
+        keep (`history.kept_checkpoints`: all but the newest `checkpoint.retain.count`, the one the log's start
+        folds from, and the one a clean is moving the start to)."""
         checkpoints.write(self.storage, state)
-        spec = stored_spec(state.spec)
-        keep = int(spec.float_property("checkpoint.retain.count"))
-        horizon = (time.time() if now is None else now) - checkpoints.log_retention_hours(spec) * 3600
-        deleted = checkpoints.retain(self.storage, keep, completed_at=self.completed_at, horizon=horizon)
+        keep = int(stored_spec(state.spec).float_property("checkpoint.retain.count"))
+        deleted = checkpoints.retain(self.storage, keep, self.commit_log.start)
         if deleted:
             log.info("deleted %d checkpoint(s) beyond the newest %d: %s", len(deleted), keep, ", ".join(deleted))
-
-    def completed_at(self, seq: int) -> float:
-        """When entry `seq` completed; minus infinity for an expired entry (it was older than the log retention's
-        horizon when it expired, so it is older than any horizon since), infinity for one that cannot be read."""
-        try:
-            return self.commit_log.read(seq).completed_at
-        except LogEntryExpired:
-            return float("-inf")
-        except LakeError:  # damaged or lost: taken for young, so older checkpoints are kept rather than fewer
-            return float("inf")
 
     def oldest_reachable(self) -> int:
         """The oldest snapshot that still resolves: 0 while the log is whole, else the oldest checkpoint at or after

@@ -212,12 +212,21 @@ class Storage:
         """When a writer last `touch`ed a file, by the writer's clock: its mtime locally; on a store the time
         `touch` wrote into it (a store's LastModified is another machine's clock, to the second), else its
         LastModified."""
+        return self.touched(rel)[0]
+
+    def touched(self, rel: str) -> tuple[float, str]:
+        """(`touched_at`, a token that changes with every `touch`): locally the mtime and ctime in nanoseconds, on a
+        store the file's content (the writer's time and a nonce). Liveness compares tokens, not times: a reader
+        sees a writer live when its token changes (`instants.watch`), whatever the writer's clock says."""
         if self.local:
-            return self.mtime(rel)
+            stat = os.stat(self.path(rel))
+            return stat.st_mtime, f"{stat.st_mtime_ns}.{stat.st_ctime_ns}"
+        data = self.read_bytes(rel)
+        token = data.decode("ascii", errors="replace")
         try:
-            return float(self.read_bytes(rel).decode("ascii"))
-        except (UnicodeDecodeError, ValueError):  # not written by `touch`
-            return self.mtime(rel)
+            return float(token.split(" ", 1)[0]), token
+        except ValueError:  # not written by `touch`
+            return self.mtime(rel), token
 
     def size(self, rel: str) -> int:
         """Size of a file in bytes."""
@@ -270,8 +279,8 @@ class Storage:
             os.unlink(tmp)
 
     def touch(self, rel: str) -> None:
-        """Create an empty file or bump its modification time (on a store: write the time into it, see
-        `touched_at`)."""
+        """Create an empty file or bump its modification time (on a store: write the time and a nonce into it, so
+        every touch changes it even if the clock stood still, see `touched`)."""
         if self.local:
             target = self.path(rel)
             try:
@@ -281,7 +290,7 @@ class Storage:
                 with open(target, "ab"):
                     pass
         else:
-            self._fs.pipe_file(self.path(rel), str(time.time()).encode())
+            self._fs.pipe_file(self.path(rel), f"{time.time()!r} {os.urandom(4).hex()}".encode())
 
     def delete(self, rel: str) -> bool:
         """Delete a file; False if it was already gone (on S3 True either way: deleting a missing key succeeds)."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound, LakeSpecError
-from airflow_lake.lake.format import checkpoints, instants
+from airflow_lake.lake.format import history, instants
 from airflow_lake.lake.format.instants import Instant
 from airflow_lake.lake.format.log import RETENTION_PROPERTY, CommitLog, LogEntry, carrying
 from airflow_lake.lake.format.snapshots import Snapshot, SnapshotResolver, TableState, snapshot_of
@@ -129,7 +129,7 @@ class TableMetadata:
             entry = self.commit_log.read(oldest)
         finally:
             self._explaining = False
-        hours = checkpoints.log_retention_hours(spec)
+        hours = history.retention_hours(spec)
         configured = spec.float_property(RETENTION_PROPERTY)
         raised = "" if hours == configured else f", raised to clean.retain.hours = {hours:g} h"
         when = dt.datetime.fromtimestamp(entry.completed_at, tz=dt.UTC).isoformat(timespec="seconds")

@@ -2,12 +2,14 @@
 older than the log retention that a checkpoint covers.
 
 Log expiry (Delta's logRetentionDuration): with the horizon now - `log.retain.hours` (never less than
-`clean.retain.hours`: `checkpoints.log_retention_hours`), clean finds the newest entry completed before it, makes
-sure a checkpoint at that entry carries the history (writing it if needed, folded from the newest checkpoint
-before it), and deletes the entries before it, oldest first, entry 0 (the table's creation) excepted. Every
-snapshot completed within the retention folds from that checkpoint, which checkpoint retention keeps: it is the
-newest at or before the horizon (`checkpoints.retain`). Clean writes it rather than hoping for one: the
-checkpoints writers make are deleted beyond `checkpoint.retain.count` long before they age past a 30-day horizon.
+`clean.retain.hours` nor this clean's `retain_hours`: `history.retention_hours`), clean finds where the log may
+start (`history.newest_before`: the newest entry that, with every entry before it, completed before the horizon),
+marks that start (`history.mark_start`), makes sure a checkpoint at that entry carries the history (writing it if
+needed, folded from the newest checkpoint before it), and deletes the entries before it, oldest first, entry 0
+(the table's creation) excepted. Every snapshot current within the retention folds from that checkpoint, which
+checkpoint retention keeps (`history.kept_checkpoints`: the checkpoint at the log's start), whatever retention
+this clean was given. Clean writes it rather than hoping for one: the checkpoints writers make are deleted beyond
+`checkpoint.retain.count` long before they age past a 30-day horizon.
 Deleting oldest first keeps the entries left one run up to the head, so a reader folding forward from a checkpoint
 never meets a hole, and a clean killed halfway leaves a readable table; the log is expired before the clean's
 entry is written, so a retry (same request id or not) finds the rest still to do.
@@ -23,7 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import LakeError
-from airflow_lake.lake.format import checkpoints, paths
+from airflow_lake.lake.format import checkpoints, history, paths
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.stats_columns import LazyStats
 from airflow_lake.lake.maintenance import retention
@@ -117,12 +119,14 @@ def expire_log(table: TableMetadata, state: TableState, now: float, data_hours: 
     `checkpoint.interval` entries: not worth a checkpoint) or it cannot be done safely (logged). `data_hours`: the
     data retention of this clean, which the log retention never undercuts."""
     spec = stored_spec(state.spec)
-    hours = max(checkpoints.log_retention_hours(spec), data_hours)
+    hours = history.retention_hours(spec, data_hours)
     first = max(1, table.commit_log.start())
     try:
-        floor = _newest_before(table, first, state.seq, now - hours * 3600)
+        floor = history.newest_before(lambda seq: table.commit_log.read(seq).completed_at, first, state.seq,
+                                      now - hours * 3600)
         if floor is None or floor - first < int(spec.float_property("checkpoint.interval")):
             return None
+        history.mark_start(table.storage, floor)  # before the checkpoint: a writer's retention then keeps it
         _checkpoint_at(table, floor)
     except LakeError as err:  # a damaged entry or checkpoint: the log stays whole until it is repaired
         log.warning("clean of %s expires no log entries: %s", table.url, err)
@@ -133,22 +137,6 @@ def expire_log(table: TableMetadata, state: TableState, now: float, data_hours: 
     log.info("clean of %s expired %d log entries (%d to %d, older than %g h; checkpoint %d carries them)",
              table.url, deleted, first, floor - 1, hours, floor)
     return ExpiredLog(deleted, floor, hours)
-
-
-def _newest_before(table: TableMetadata, first: int, head: int, horizon: float) -> int | None:
-    """The newest entry in `first` .. `head` that completed before `horizon`; None if `first` did not. Entries
-    complete in log order (each writer takes its completion time after it saw the previous entry): a binary
-    search reads about log2(head - first) entries."""
-    if table.commit_log.read(first).completed_at >= horizon:
-        return None
-    low, high = first, head  # invariant: entry `low` completed before the horizon
-    while low < high:
-        middle = (low + high + 1) // 2
-        if table.commit_log.read(middle).completed_at < horizon:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 def _checkpoint_at(table: TableMetadata, seq: int) -> None:

@@ -33,7 +33,7 @@ import pyarrow as pa
 from airflow_lake.lake.commit import requests
 from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.errors import LakeCommitConflict, LakeSpecError
-from airflow_lake.lake.format import instants
+from airflow_lake.lake.format import history, instants
 from airflow_lake.lake.format.data_files import ColumnStats, DataFile
 from airflow_lake.lake.format.log import RETENTION_PROPERTY, LogEntry, LogEntryExpired
 from airflow_lake.lake.format.stats_columns import LazyStats, StatsColumns
@@ -182,9 +182,9 @@ def resolve(table: TableMetadata, target: RestoreTarget, latest: TableState) -> 
 
 
 def _seq_at(table: TableMetadata, target: RestoreTarget, head: int) -> int:
-    """The last entry completed at or before the target's time. Entries complete in log order (each writer takes
-    its completion time after it saw the previous entry), so their times only grow: a binary search reads
-    about log2(head) entries — of the log `clean` left (`log.retain.hours`)."""
+    """The snapshot current at the target's time: the newest entry that, with every entry before it, completed at
+    or before it (`history.newest_before`: writers' clocks disagree, so a later entry may carry an earlier time
+    and the log is read in order up to the first entry past the time) — of the log `clean` left."""
     when = target.timestamp or 0.0
     start = table.commit_log.start()
     first = table.commit_log.read(start).completed_at
@@ -198,14 +198,10 @@ def _seq_at(table: TableMetadata, target: RestoreTarget, head: int) -> int:
     if when < first:
         raise LakeSpecError(target.field, f"{iso(when)} is before the table was created ({iso(first)}).",
                             f"Give a time at or after {iso(first)}. {TIMELINE_FIX}")
-    lo, hi = start, head  # invariant: entry lo completed at or before `when`
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if table.commit_log.read(mid).completed_at <= when:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    found = history.newest_before(lambda seq: table.commit_log.read(seq).completed_at, start, head, when,
+                                  inclusive=True)
+    assert found is not None  # (entry `start` completed at or before `when`: checked above)
+    return found
 
 
 # -- the plan ----------------------------------------------------------------------------------------------

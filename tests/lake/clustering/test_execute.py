@@ -3,6 +3,7 @@ retries, concurrent writers, buckets."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 from pathlib import Path
@@ -416,3 +417,26 @@ def test_a_retry_of_the_schedule_after_its_plan_ran_returns_that_plan_and_plans_
     assert retry["plan_id"] == first["plan_id"] and retry["already_scheduled"] and "executed since" in retry["reason"]
     assert pending_plans(table) == []
     assert schedule(table.url, min_commits=0, request_id="dag/plan/run2/-1")["plan_id"] not in (None, first["plan_id"])
+
+
+def test_sample_curves_order_strings_sharing_a_long_prefix_across_files(spark: Any, tmp_path: Path) -> None:
+    """Strings sharing a 100-byte prefix (URLs, paths), of varying lengths: SAMPLE ranks follow their order, so a
+    Z-order over them (the other column constant) cuts files whose ranges follow one another — ranked by length,
+    every file held strings from all over the range."""
+    from pyspark.sql import functions as F
+
+    prefix = "https://example.com/" + "p" * 80
+    path = str(tmp_path / "t")
+    table = LakeTable.create(path, {"schema": "s STRING, x BIGINT"})
+    table.write(spark.range(0, 2000, 1, 2).select(
+        F.concat(F.lit(prefix), F.lpad((F.col("id") * 7919 % 2000).cast("string"), 5, "0"),
+                 F.expr("repeat('z', cast(id % 7 as int))")).alias("s"), F.lit(0).cast("bigint").alias("x")))
+    total = sum(f.bytes for f in table.snapshot().files)
+    plan = schedule(path, min_commits=1, layout="ZORDER", curve="SAMPLE", sort_columns=["s", "x"],
+                    target_file_max_bytes=-(-total // 8))
+    run(spark, "execute_clustering", {"table": path, "plan_id": plan["plan_id"]})
+    ranges = sorted((lo, hi) for lo, hi, _, _ in footer_ranges(LakeTable.open(path), ("s", "x")))
+    assert len(ranges) >= 4
+    overlapping = sum(1 for (_, hi), (lo, _) in itertools.pairwise(ranges) if lo >= hi)
+    assert overlapping == len(ranges) - 1, [(lo[100:], hi[100:]) for lo, hi in ranges]  # none overlaps the next
+    assert LakeTable.open(path).read(spark).count() == 2000

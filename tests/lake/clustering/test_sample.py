@@ -117,3 +117,21 @@ def test_sample_ranks_tell_strings_with_a_shared_prefix_apart(spark: Any) -> Non
     ordered = sorted(urls)
     ranks = sample.rank(pa.array(ordered), sample.bound_array(bounds)).tolist()
     assert len(set(ranks)) == 64 and ranks == sorted(ranks)  # dense ranks 0..63 in string order
+
+
+def test_ranks_of_strings_sharing_a_prefix_longer_than_the_key_keep_their_order() -> None:
+    """Strings that share more than a key's bytes (URLs, paths) tie on their keys; they are never told apart by
+    their length (which ranked sorted values 0, 4, 4, 0, 4, 4, ...): a tie is settled by the whole strings."""
+    prefix = "https://example.com/" + "p" * 80  # 100 bytes
+    values = sorted(f"{prefix}/{i}" + "x" * (i % 7) for i in range(300))
+    assert values != sorted(values, key=len)
+    bounds = values[10::25]
+    array = sample.bound_array(bounds)
+    ranks = sample.rank(pa.array(values), array).tolist()
+    assert ranks == sorted(ranks)  # sorted values, non-decreasing ranks
+    assert ranks == [sum(1 for b in bounds if b < v) for v in values]  # exactly the bounds below each value
+    assert len(set(ranks)) == len(bounds) + 1
+    longer = [prefix + "a" * n for n in (0, 1, 200, 300)] + [prefix + "b", prefix[:50]]  # prefixes and NULs
+    for bound_set in (longer, sorted(longer), [prefix + "a" * 250]):
+        got = sample.rank(pa.array(longer), sample.bound_array(sorted(bound_set))).tolist()
+        assert got == [sum(1 for b in bound_set if b < v) for v in longer], bound_set

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -162,6 +165,49 @@ def test_a_held_schedule_lock_makes_a_second_scheduler_wait_then_give_up(table_p
     monkeypatch.setattr(schedule_module, "LOCK_STALE_SECONDS", 0.0)  # the holder died long ago
     assert schedule(table_path)["scheduled"]
     assert not table.storage.exists(schedule_module.LOCK)
+
+
+def test_a_live_schedule_lock_whose_stamp_looks_old_is_watched_not_broken(table_path: str, monkeypatch: Any
+                                                                            ) -> None:
+    """A lock stamped an hour before this process's clock (the store's clock, or this one, is off): the second
+    scheduler watches it rather than breaking it at once, and gets it when the live holder lets go."""
+    from airflow_lake.lake.clustering import schedule as schedule_module
+
+    table = make_table(table_path)
+    for _ in range(4):
+        append(table, "a", size=MB)
+    monkeypatch.setattr(schedule_module, "LOCK_WAIT_SECONDS", 0.1)
+    assert table.storage.create_json(schedule_module.LOCK, {"at": 0})
+    old = time.time() - 3600
+    os.utime(table.storage.path(schedule_module.LOCK), (old, old))
+    still_held: list[bool] = []
+    looked = threading.Event()
+    storage_type = type(table.storage)
+    for name in ("touched", "mtime"):  # (how the scheduler looks at the lock: now, and before)
+        original = getattr(storage_type, name)
+
+        def spy(storage: Any, rel: str, _original: Any = original) -> Any:
+            if rel == schedule_module.LOCK:
+                looked.set()
+            return _original(storage, rel)
+
+        monkeypatch.setattr(storage_type, name, spy)
+
+    def release() -> None:  # the holder finishes, a while after the scheduler first looked: is its lock its own?
+        looked.wait(timeout=60)
+        time.sleep(0.3)
+        try:
+            still_held.append(table.storage.read_json(schedule_module.LOCK) == {"at": 0})
+        except FileNotFoundError:
+            still_held.append(False)
+        if still_held[-1]:
+            table.storage.delete(schedule_module.LOCK)
+
+    holder = threading.Thread(target=release)
+    holder.start()
+    assert schedule(table_path)["scheduled"]
+    holder.join()
+    assert still_held == [True]  # (broken at once by its stamp before, while its holder still worked)
 
 
 def test_a_tiny_target_file_size_is_refused_and_no_group_plans_more_files_than_rows(table_path: str) -> None:

@@ -256,3 +256,77 @@ def test_a_table_is_never_created_inside_or_above_another_on_s3(s3_root: str) ->
     assert Storage(s3_root).list_dir(paths.META) == []
     LakeTable.create(f"{s3_root}/sibling", spec)  # a sibling prefix is fine (s3://.../outer is not its parent)
     LakeTable.create(f"{s3_root}/outer2", spec)
+
+
+# -- liveness without comparing clocks ---------------------------------------------------------------------------
+BEHIND = 3600.0  # how far the skewed writer's clock runs behind
+
+
+def skewed_writer(root: str, go: Any, results: Any) -> None:
+    """A writer process whose clock runs an hour behind (every time stamp it writes, its heartbeat's included):
+    it begins, reports its instant, and commits one file when told to (or reports the error)."""
+    real = time.time
+    time.time = lambda: real() - BEHIND  # (the code reads `time.time()` at each call)
+    table = LakeTable(root)
+    txn = table.begin("commit", "write")
+    results.put(txn.instant)
+    go.get(timeout=120)
+    try:
+        results.put(txn.commit(added=[data_file(txn, "a")]).seq)
+    except Exception as err:
+        results.put(f"{type(err).__name__}: {err}")
+
+
+def test_a_live_writer_whose_clock_runs_behind_is_never_rolled_back(s3_server: S3Server, s3_root: str) -> None:
+    """Its stamps look an hour old by this reader's clock, but its heartbeat changes: another writer's begin
+    watches it change (under one heartbeat interval, not the timeout) and leaves it alone; it then commits. (Judged
+    by its stamps, it was rolled back at once by every begin.)"""
+    table = make_table(s3_root, {"heartbeat.timeout.seconds": "5"})  # beats every 0.2 s
+    context = multiprocessing.get_context("spawn")
+    go, results = context.Queue(), context.Queue()
+    writer = context.Process(target=skewed_writer, args=(s3_root, go, results))
+    writer.start()
+    try:
+        instant = results.get(timeout=120)
+        [item] = instants.pending(table.storage)
+        assert item.id == instant and time.time() - item.last_beat > BEHIND - 60  # it looks dead by its stamps
+        started = time.monotonic()
+        mine = LakeTable(s3_root).begin("commit", "write")  # recovery runs here
+        assert time.monotonic() - started < 5  # it did not wait out the timeout
+        assert [e.action for e in LakeTable(s3_root).commit_log.entries(0)] == []  # no rollback
+        entry = mine.commit(added=[data_file(mine, "b")])
+        go.put("commit")
+        assert results.get(timeout=120) == entry.seq + 1  # the skewed writer commits after us
+    finally:
+        writer.join(timeout=60)
+        if writer.is_alive():
+            writer.kill()
+    fresh = LakeTable(s3_root)
+    assert [e.action for e in fresh.commit_log.entries(0)] == ["commit", "commit"] and leftovers(fresh) == []
+
+
+def test_a_dead_writer_is_rolled_back_once_its_heartbeat_stood_still_for_the_timeout(
+        s3_server: S3Server, s3_root: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer (of this host's live process: only its heartbeat tells) that stopped beating, its stamps an hour
+    old: the next begin watches its heartbeat stand still for the timeout on the reader's own clock (injected:
+    the test does not wait), then rolls it back."""
+    table = make_table(s3_root, {"heartbeat.timeout.seconds": "30"})
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() - BEHIND)  # the dead writer's clock, while it writes
+    dead = instants.request(table.storage, "commit", "write", {}, None, not_before=None, finished=table.is_finished)
+    instants.mark_inflight(table.storage, dead, 0)
+    monkeypatch.setattr(time, "time", real)
+    clock = [0.0]
+    looks: list[float] = []
+
+    def pause(seconds: float) -> None:
+        looks.append(clock[0])
+        clock[0] += seconds
+
+    monkeypatch.setattr(instants, "_monotonic", lambda: clock[0])
+    monkeypatch.setattr(instants, "_pause", pause)
+    append(LakeTable(s3_root), "a")  # begin() watches, then rolls it back
+    [rollback, _] = LakeTable(s3_root).commit_log.entries(0)
+    assert rollback.rolled_back == (dead,) and "writer dead" in rollback.metadata["reason"]
+    assert clock[0] >= 30 and len(looks) >= 10  # it watched the heartbeat for the whole timeout
+    assert LakeTable(s3_root).storage.list_dir(paths.PENDING) == []

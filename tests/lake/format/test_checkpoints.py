@@ -296,7 +296,7 @@ def test_retain_keeps_at_least_one(table_path: str) -> None:
     for _ in range(3):
         append(table)
     assert table.storage.list_dir(paths.CHECKPOINTS) == [os.path.basename(paths.checkpoint_file(3))]
-    assert checkpoints.retain(table.storage, 0) == []
+    assert checkpoints.retain(table.storage, 0, table.commit_log.start) == []
     assert live_paths(LakeTable.open(table_path), 1) == live_paths(table, 1)
 
 

@@ -21,7 +21,7 @@ import pytest
 from airflow_lake import reports
 from airflow_lake.lake import LakeSnapshotNotFound, LakeSpecError, LakeTable
 from airflow_lake.lake.clustering.timeline import START, commits_since
-from airflow_lake.lake.format import instants, paths
+from airflow_lake.lake.format import history, instants, paths
 from airflow_lake.lake.format.log import LogEntryExpired
 from airflow_lake.lake.format.table_metadata import TableMetadata
 from airflow_lake.lake.maintenance import restore
@@ -31,7 +31,7 @@ from tests.lake.format.test_log_open import append_entry, build
 
 COMMITS = 300
 # entry i completed COMMITS - i hours ago: entries 1..99 are older than 200.5 h. Checkpoint retention keeps the
-# newest checkpoint among them (one every 10: 90); clean writes one at 99, where the log starts once expired.
+# newest two (one every 10); clean writes one at 99, where the log starts once expired, and retention keeps it.
 RETAIN = {"log.retain.hours": "200.5", "clean.retain.hours": "24"}
 FLOOR = 99
 
@@ -50,23 +50,22 @@ def checkpoint_seqs(path: str) -> list[int]:
 
 @pytest.fixture
 def old_table(tmp_path: Path) -> str:
-    """A table of COMMITS entries an hour apart, the last one now; every 10th checkpointed, 2 kept (and the one
-    at or before the retention's horizon)."""
+    """A table of COMMITS entries an hour apart, the last one now; every 10th checkpointed, 2 kept."""
     path = str(tmp_path / "t")
     build(path, COMMITS, hours_apart=1.0, properties=RETAIN)
     return path
 
 
-def test_checkpoint_retention_keeps_the_newest_checkpoint_before_the_horizon(old_table: str) -> None:
-    assert checkpoint_seqs(old_table) == [90, 290, 300]
+def test_checkpoint_retention_keeps_the_checkpoint_at_the_logs_start(old_table: str) -> None:
+    assert checkpoint_seqs(old_table) == [290, 300]
     table = LakeTable(old_table)
     clean(table)
-    assert checkpoint_seqs(old_table) == [90, FLOOR, 290, 300]  # clean wrote the one its expiry starts from
+    assert checkpoint_seqs(old_table) == [FLOOR, 290, 300]  # clean wrote the one its expiry starts from
     assert table.storage.read_json(paths.LAST_CHECKPOINT)["seq"] == 300  # ... without pointing the pointer at it
     base = instants.id_millis(table.commit_log.read(0).instant)
     for seq in range(COMMITS + 2, 311):
         append_entry(table, seq, base, time.time())
-    assert checkpoint_seqs(old_table) == [FLOOR, 300, 310]  # the newest two, and the newest before the horizon
+    assert checkpoint_seqs(old_table) == [FLOOR, 300, 310]  # the newest two, and the one at the log's start
 
 
 def test_a_busy_table_whose_checkpoints_never_aged_expires_too(tmp_path: Path) -> None:
@@ -108,7 +107,7 @@ def test_clean_expires_the_log_before_the_horizon_and_time_travel_within_it_work
             assert live(reader, seq) == expected[seq], seq
         assert reader.snapshot(reader.commit_log.read(150).instant).seq == 150
         assert live(reader, 0) == set()  # the table as created: entry 0 is kept
-        for seq in (1, 2, 89, 98):  # (90 still resolves from its checkpoint, until retention deletes it)
+        for seq in (1, 2, 89, 90, 98):
             with pytest.raises(LogEntryExpired) as info:
                 reader.snapshot(seq)
             message = str(info.value)
@@ -171,24 +170,38 @@ def test_log_retention_below_the_data_retention_is_raised_to_it(tmp_path: Path) 
     keeps: the log retention is raised to the data retention."""
     path = str(tmp_path / "t")
     build(path, COMMITS, hours_apart=1.0, properties={"log.retain.hours": "1", "clean.retain.hours": "200.5"})
-    assert checkpoint_seqs(path) == [90, 290, 300]
+    assert checkpoint_seqs(path) == [290, 300]
     entry = clean(LakeTable(path))
     assert entry is not None and entry.metadata["log_starts_at"] == FLOOR
     with pytest.raises(LogEntryExpired, match=r"log.retain.hours = 1 h, raised to clean.retain.hours = 200.5 h"):
         LakeTable(path).commit_log.read(5)
 
 
-def test_a_clean_killed_mid_expiry_leaves_a_readable_table_and_a_retry_finishes(old_table: str) -> None:
+def test_a_clean_killed_mid_expiry_leaves_a_readable_table_and_a_retry_finishes(old_table: str,
+                                                                                 monkeypatch: pytest.MonkeyPatch
+                                                                                 ) -> None:
     table = LakeTable(old_table)
-    expected = {seq: live(table, seq) for seq in (90, FLOOR, 120, COMMITS)}
-    for seq in range(1, 41):  # what a clean killed after 40 deletes left (it deletes oldest first)
-        os.unlink(Path(old_table, paths.log_file(seq)))
+    expected = {seq: live(table, seq) for seq in (FLOOR, 120, COMMITS)}
+    deleted: list[str] = []
+    original = type(table.storage).delete
+
+    def killed_after_40(storage: Any, rel: str) -> bool:
+        if len(deleted) == 40:
+            raise KeyboardInterrupt("killed")  # the clean dies here, after 40 deletes (oldest first)
+        deleted.append(rel)
+        return original(storage, rel)
+
+    monkeypatch.setattr(type(table.storage), "delete", killed_after_40)
+    with pytest.raises(KeyboardInterrupt):
+        clean(table)
+    monkeypatch.undo()
+    assert deleted == [paths.log_file(seq) for seq in range(1, 41)]
     halfway = LakeTable(old_table)
-    assert halfway.commit_log.start() == 41
-    for seq in (90, FLOOR, 120, COMMITS):
+    assert halfway.commit_log.start() == 41 and checkpoint_seqs(old_table) == [FLOOR, 290, 300]
+    for seq in (FLOOR, 120, COMMITS):
         assert live(halfway, seq) == expected[seq]
     assert [i.seq for i in halfway.timeline()][:2] == [41, 42]
-    with pytest.raises(LogEntryExpired, match="oldest snapshot still reachable is seq 90"):
+    with pytest.raises(LogEntryExpired, match=f"oldest snapshot still reachable is seq {FLOOR}"):
         halfway.snapshot(50)  # entry 50 is there, but 41..50 fold from no checkpoint
     entry = clean(halfway, request_id="clean-1")  # the retry
     assert entry is not None and entry.metadata["log_expired"] == FLOOR - 41
@@ -212,7 +225,7 @@ def test_nothing_expires_within_the_retention_or_from_a_damaged_log(tmp_path: Pa
     with caplog.at_level(logging.WARNING):
         assert clean(LakeTable(damaged)) is None
     assert "expires no log entries" in caplog.text and "00000000000000000095.json is damaged" in caplog.text
-    assert log_names(damaged) == list(range(COMMITS + 1)) and checkpoint_seqs(damaged) == [90, 290, 300]
+    assert log_names(damaged) == list(range(COMMITS + 1)) and checkpoint_seqs(damaged) == [290, 300]
     assert len(live(LakeTable(damaged), 5)) == 5  # the log still folds from the start
 
 
@@ -297,3 +310,81 @@ def test_the_lake_page_shows_the_log_that_is_left(tmp_path: Path) -> None:
     assert len(pictures) == 1  # no "before the last clustering": snapshot 98 is older than the log keeps
     html = pages.table_page(detail, pictures)
     assert detail["instants"][0]["id"] in html and detail["instants"][-1]["id"] in html
+
+
+def append_now(table: TableMetadata, seqs: range) -> None:
+    base = instants.id_millis(table.commit_log.read(0).instant)
+    for seq in seqs:
+        append_entry(table, seq, base, time.time())
+
+
+def test_a_clean_that_keeps_more_than_the_log_retention_keeps_those_snapshots_readable(old_table: str) -> None:
+    """clean(retain_hours=250.5) keeps the files of snapshots 49..98, beyond the table's 200.5 h: the checkpoint
+    it starts the log from is never deleted by the checkpoint retention of the commits after it."""
+    table = LakeTable(old_table)
+    expected = {seq: live(table, seq) for seq in (49, 60, 98, 150, COMMITS)}
+    entry = clean(table, retain_hours=250.5)
+    assert entry is not None and entry.metadata["log_starts_at"] == 49 and entry.metadata["log_retain_hours"] == 250.5
+    append_now(table, range(COMMITS + 2, 321))  # two ordinary checkpoints (310, 320), each with its retention
+    for reader in (table, LakeTable(old_table)):
+        for seq, files in expected.items():
+            assert live(reader, seq) == files, seq
+        assert reader.oldest_reachable() == 49
+    assert checkpoint_seqs(old_table) == [49, 310, 320]
+    clean(LakeTable(old_table))  # the table's own retention: the log moves on to 99, and so does its checkpoint
+    append_now(table, range(322, 331))
+    assert checkpoint_seqs(old_table) == [FLOOR, 320, 330] and LakeTable(old_table).oldest_reachable() == FLOOR
+
+
+def test_a_writers_checkpoint_retention_in_the_middle_of_a_clean_keeps_the_cleans_checkpoint(
+        old_table: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer's commit lands, with its checkpoint and retention, after clean wrote the checkpoint it starts the
+    log from and before it deleted the entries (the log's start is still entry 0 then): the clean's mark keeps
+    that checkpoint."""
+    from airflow_lake.lake.maintenance import clean as clean_module
+
+    table = LakeTable(old_table)
+    expected = {seq: live(table, seq) for seq in (49, 60, 150, COMMITS)}
+    original = clean_module._checkpoint_at
+
+    def then_a_writer(at: TableMetadata, seq: int) -> None:
+        original(at, seq)
+        append_now(LakeTable(old_table), range(COMMITS + 1, 311))  # another process: checkpoint 310, retention
+
+    monkeypatch.setattr(clean_module, "_checkpoint_at", then_a_writer)
+    entry = clean(table, retain_hours=250.5)
+    assert entry is not None and entry.metadata["log_starts_at"] == 49 and entry.seq == 311
+    for seq, files in expected.items():
+        assert live(LakeTable(old_table), seq) == files
+    assert checkpoint_seqs(old_table) == [49, 300, 310]
+
+
+def test_times_that_go_back_between_entries_are_never_skipped(tmp_path: Path) -> None:
+    """Writers' clocks disagree: an entry may carry a time later than the entries after it. Log expiry keeps every
+    snapshot current within the retention by the log's own times (up to the first young entry), and a restore to a
+    time finds the snapshot current then — neither assumes times only grow (a binary search skipped the entry)."""
+    path = str(tmp_path / "t")
+    built = build(path, COMMITS, hours_apart=1.0, properties=RETAIN)
+    for seq, hours_ago in ((40, 199), (125, 1)):  # written by writers whose clocks ran ahead
+        raw = built.commit_log.read(seq).to_dict()
+        raw["completed_at"] = time.time() - hours_ago * 3600
+        built.storage.write_json(paths.log_file(seq), raw)
+    table = LakeTable(path)
+    snapshot_39 = live(table, 39)
+    latest = table.state()
+    target = table.commit_log.read(130).completed_at + 1  # entry 125 "completed" after that time: 124 was current
+    assert restore.resolve(table, restore.target_of(to_timestamp=target), latest) == 124
+    entry = clean(table)
+    assert entry is not None and entry.metadata["log_starts_at"] == 39  # 39 was current until "199 h ago"
+    assert live(LakeTable(path), 39) == snapshot_39 and LakeTable(path).oldest_reachable() == 39
+
+
+def test_the_running_maximum_of_completion_times() -> None:
+    times = {1: 10.0, 2: 30.0, 3: 20.0, 4: 25.0, 5: 40.0}
+    assert history.newest_before(times.__getitem__, 1, 5, 25.0) == 1  # 2 (30) is not before 25: 3 and 4 neither
+    assert history.newest_before(times.__getitem__, 1, 5, 30.0, inclusive=True) == 4
+    assert history.newest_before(times.__getitem__, 1, 5, 5.0) is None
+    assert history.newest_before(times.__getitem__, 1, 5, 99.0) == 5
+    assert history.kept_checkpoints({10, 20, 49, 300, 310}, 2, 49) == {49, 300, 310}
+    assert history.kept_checkpoints({10, 20, 49, 300, 310}, 2, 0, starting=20) == {20, 300, 310}
+    assert history.kept_checkpoints({300, 310}, 2, 41) == {300, 310}  # (a killed clean's start: none before 300)
