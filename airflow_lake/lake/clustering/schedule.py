@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -169,7 +170,10 @@ def _schedule_lock(table: TableMetadata) -> Iterator[None]:
     `LOCK_STALE_SECONDS` (its holder died) is broken."""
     storage = table.storage
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
-    while not storage.create_json(LOCK, {"at": time.time()}):
+    # the holder's nonce makes its lock bytes its own: a create whose answer was lost reads them back as its own
+    # (`stores.create`), never another scheduler's
+    mine = {"at": time.time(), "holder": uuid.uuid4().hex}
+    while not storage.create_json(LOCK, mine):
         try:
             if time.time() - storage.mtime(LOCK) > LOCK_STALE_SECONDS:
                 log.warning("breaking a stale clustering schedule lock on %s", storage.url)

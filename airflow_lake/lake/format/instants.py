@@ -167,6 +167,9 @@ def request(storage: Storage, action: str, operation: str, metadata: Mapping[str
             # who reserved it: a writer that dies before going inflight is then known dead at once
             "host": socket.gethostname(),
             "pid": os.getpid(),
+            # unique to this reservation: a create whose answer was lost finds these bytes and knows the id is its
+            # own (`stores.create`); two writers' payloads never compare equal, even in one process and millisecond
+            "nonce": uuid.uuid4().hex,
         }
         if storage.create_json(requested_file(instant), payload):
             if finished is None:

@@ -249,7 +249,9 @@ class Storage:
         """Create a JSON file only if it does not exist; atomic. Returns False if it already existed.
 
         On a store this is its conditional write (`stores.create`; refused with a LakeError where there is none).
-        A client that retried a write whose answer it lost may see its own file as one that existed: False.
+        A create whose answer was lost and which the client sent again finds the file existing: it is read back,
+        and our own bytes are a success (True). So every caller's payload must be unique to its writer (an instant
+        id, a nonce): two writers' files never compare equal.
         """
         return self.create_bytes(rel, dumps(obj))
 
@@ -261,11 +263,15 @@ class Storage:
         target = self.path(rel)
         tmp = _write_temp(target, data)
         try:
-            os.link(tmp, target)  # atomic, fails if the target exists; readers see all or nothing
+            try:
+                os.link(tmp, target)  # atomic, fails if the target exists; readers see all or nothing
+            except FileExistsError:
+                # on NFS a LINK whose reply was lost is sent again and fails with EEXIST although it was done:
+                # then the target is our own temporary file's inode
+                if not _same_file(tmp, target):
+                    return False
             _fsync_dir(os.path.dirname(target))
             return True
-        except FileExistsError:
-            return False
         finally:
             os.unlink(tmp)
 
@@ -320,6 +326,14 @@ class Storage:
 def has_magic(path: str) -> bool:
     """True if fsspec would expand `path` as a glob pattern (a partition value may hold such characters)."""
     return any(ch in path for ch in "*?[")
+
+
+def _same_file(one: str, other: str) -> bool:
+    """Whether two paths are one file (False if either is gone)."""
+    try:
+        return os.path.samefile(one, other)
+    except FileNotFoundError:
+        return False
 
 
 def _fsync_dir(path: str) -> None:
