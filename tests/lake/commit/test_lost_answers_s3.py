@@ -16,6 +16,7 @@ import pytest
 
 from airflow_lake.lake import LakeCommitConflict, LakeTable
 from airflow_lake.lake.format import paths, stores
+from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.storage import Storage
 from tests.lake.commit.test_commits_s3 import leftovers
 from tests.lake.lake_core_helpers import append, data_file, make_table
@@ -104,3 +105,35 @@ def test_a_reservation_whose_answer_was_lost_is_the_writers(s3_server: S3Server,
     reopened = LakeTable.open(s3_root)
     assert reopened.commit_log.head() == head + 1 and rows(table) == 10
     assert leftovers(reopened) == []
+
+
+def test_a_rival_entry_landing_between_check_and_create_is_still_a_conflict(s3_server: S3Server,
+                                                                             s3_root: str) -> None:
+    """Two replaces of one file: the rival's entry lands at the very number this writer creates (made to happen
+    between its conflict check and its conditional PUT). The 412 is read back, the bytes are the rival's: a lost
+    race, then the retryable conflict — never a success, never a second entry."""
+    table = make_table(s3_root)
+    _, (shared,) = append(table, "a", rows=10)
+    rival = LakeTable.open(s3_root)
+    rival_txn = rival.begin("replace", "rewrite")
+    txn = table.begin("replace", "rewrite")
+    head = table.commit_log.head()
+    original = table.commit_log.try_append
+    statuses = s3_server.counter.statuses()
+
+    def rival_first(entry: LogEntry) -> bool:
+        del table.commit_log.try_append  # later attempts: the method itself
+        rival_txn.commit(added=[data_file(rival_txn, "a", rows=10)], removed=[shared.path])  # lands at head + 1
+        assert entry.seq == head + 1
+        return original(entry)
+
+    table.commit_log.try_append = rival_first  # type: ignore[method-assign]
+    with pytest.raises(LakeCommitConflict, match="replaced 1 file"):
+        txn.commit(added=[data_file(txn, "a", rows=10)], removed=[shared.path])
+    txn.abort()
+    now = s3_server.counter.statuses()
+    now.subtract(statuses)
+    assert now[("PUT", "log", 412)] == 1  # the create did meet the rival's entry
+    reopened = LakeTable.open(s3_root)
+    assert [e.instant for e in reopened.commit_log.entries(head) if e.action != "rollback"] == [rival_txn.instant]
+    assert rows(reopened) == 10  # the rival's rewrite of the 10 rows, once
