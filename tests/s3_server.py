@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import socket
 import threading
 import time
 import uuid
@@ -39,6 +40,11 @@ CONFLICT_BODY = (
     '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>ConditionalRequestConflict</Code><Message>A conflicting '
     "conditional operation is currently in progress against this resource. Try again.</Message><RequestId>"
     "tests</RequestId></Error>"
+)
+
+INTERNAL_ERROR_BODY = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code><Message>We encountered an internal '
+    "error. Please try again.</Message><RequestId>tests</RequestId></Error>"
 )
 
 
@@ -108,6 +114,9 @@ class ServerControls:
     slow_prefixes: dict[str, float] = field(default_factory=dict)  # key prefix -> seconds to sleep before storing
     pending_conflicts: dict[str, int] = field(default_factory=dict)  # key -> 409s still to answer
     conflicts_sent: int = 0
+    lost_answers: dict[str, str] = field(default_factory=dict)  # key prefix -> "500" or "reset", for one PUT
+    answers_lost: list[str] = field(default_factory=list)  # keys whose PUT landed and whose answer was lost
+    dropping: threading.local = field(default_factory=threading.local)  # per request thread: drop its connection
     _conflicts_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def unlocked(self) -> AbstractContextManager[None]:
@@ -150,6 +159,24 @@ class ServerControls:
             self.pending_conflicts[key] = left - 1
             self.conflicts_sent += 1
             return True
+
+    def lose_answer(self, key_prefix: str, how: str = "500") -> None:
+        """Store the next PUT of a key under `key_prefix` (bucket-relative), then lose its answer: answer a
+        500 InternalError (`how="500"`) or close the connection without an answer (`"reset"`) — what a client
+        sees when S3 wrote the object and the response did not reach it. The client's own retry then meets the
+        stored object (a conditional PUT: 412)."""
+        if how not in ("500", "reset"):
+            raise ValueError(f"how={how!r}: '500' or 'reset'")
+        self.lost_answers[key_prefix] = how
+
+    def take_lost_answer(self, key: str) -> str | None:
+        """How the answer of this PUT of `key` is to be lost (and the switch is then used up), or None."""
+        with self._conflicts_lock:
+            prefix = next((p for p in self.lost_answers if key.startswith(p)), None)
+            if prefix is None:
+                return None
+            self.answers_lost.append(key)
+            return self.lost_answers.pop(prefix)
 
     def delay_for(self, key: str) -> float:
         return max((s for p, s in self.slow_prefixes.items() if key.startswith(p)), default=0.0)
@@ -196,10 +223,17 @@ def _patch_moto(controls: ServerControls) -> Callable[[], None]:
             headers = Headers(self.headers)
             headers.remove("If-None-Match")
             self.headers = headers
+        lost = controls.take_lost_answer(key)
         if controls.atomic:
             with controls.lock:
-                return original_handler(self)
-        return original_handler(self)
+                answer = original_handler(self)
+        else:
+            answer = original_handler(self)
+        if lost == "500":  # the object is stored; the client hears a failure and resends (botocore retries 500s)
+            return 500, {"Content-Type": "application/xml"}, INTERNAL_ERROR_BODY
+        if lost == "reset":  # the object is stored; the server closes the connection instead of answering
+            controls.dropping.connection = True
+        return answer
 
     def store(self: Any, bucket_name: str, key_name: str, *args: Any, **kwargs: Any) -> Any:
         delay = controls.delay_for(key_name)
@@ -217,7 +251,7 @@ def _patch_moto(controls: ServerControls) -> Callable[[], None]:
     return undo
 
 
-def _start_server(counter: RequestCounter) -> Any:
+def _start_server(counter: RequestCounter, controls: ServerControls) -> Any:
     """A ThreadedMotoServer on 127.0.0.1 and a free port whose WSGI app counts every request it answers."""
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
@@ -233,6 +267,10 @@ def _start_server(counter: RequestCounter) -> Any:
                                    environ.get("QUERY_STRING", ""), int(status.split(" ", 1)[0]))
                     return start_response(status, headers, *rest)
                 answer: Iterable[bytes] = app(environ, start)
+                if getattr(controls.dropping, "connection", False):  # `ServerControls.lose_answer(how="reset")`
+                    controls.dropping.connection = False
+                    environ["werkzeug.socket"].shutdown(socket.SHUT_RDWR)
+                    return []
                 return answer
 
             self._server = make_server(self._ip_address, self._port, counted, True,
@@ -257,7 +295,7 @@ def s3_server() -> Iterator[S3Server]:
     counter = RequestCounter()
     controls = ServerControls()
     undo = _patch_moto(controls)
-    server = _start_server(counter)
+    server = _start_server(counter, controls)
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
     with pytest.MonkeyPatch.context() as env:
@@ -299,7 +337,7 @@ def serve(bucket: str = BUCKET) -> Iterator[S3Server]:
     counter = RequestCounter()
     controls = ServerControls()
     undo = _patch_moto(controls)
-    server = _start_server(counter)
+    server = _start_server(counter, controls)
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
     names = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_REGION",

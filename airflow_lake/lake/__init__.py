@@ -26,6 +26,7 @@ from airflow_lake.lake.errors import (
     LakeSpecError,
     LakeTableExists,
     LakeTableNotFound,
+    LakeUnsafePath,
 )
 
 if TYPE_CHECKING:
@@ -63,5 +64,5 @@ def __dir__() -> list[str]:
 __all__ = [
     "BucketSpec", "Column", "ColumnStats", "DataFile", "Instant", "LakeCommitConflict", "LakeError",
     "LakeInstantRolledBack", "LakeSchemaError", "LakeSnapshotNotFound", "LakeSpecError", "LakeTable",
-    "LakeTableExists", "LakeTableNotFound", "Scan", "Snapshot", "TableSpec",
+    "LakeTableExists", "LakeTableNotFound", "LakeUnsafePath", "Scan", "Snapshot", "TableSpec",
 ]

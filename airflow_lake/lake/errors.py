@@ -32,6 +32,22 @@ class LakeTableExists(LakeError, FileExistsError):
     """A lake table already exists at the given path."""
 
 
+class LakeUnsafePath(LakeError):
+    """A path taken from table metadata (a log entry, checkpoint, manifest, marker, plan) is not a normalized path
+    inside the table's data area, or reaches outside the table through a symlink. Raised before anything is read,
+    listed or deleted; nothing of the operation happened. `source` names the metadata file (or field) that holds
+    the path."""
+
+    def __init__(self, source: str, path: object, problem: str, fix: str = "") -> None:
+        self.source = source
+        self.path = path
+        self.problem = problem
+        text = path if isinstance(path, str) and len(path) <= 200 else repr(path)[:200]
+        message = (f"{source} names the path {text!r}, which {problem}. Nothing was read or deleted: a path from "
+                   "table metadata must be relative, normalized and inside the table's data area.")
+        super().__init__(f"{message} Fix: {fix}" if fix else message)
+
+
 class LakeCommitConflict(LakeError):
     """A concurrent commit changed what this writer read or replaces. Retryable: run the job again."""
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.clustering.layout import CURVES, DEFAULT_RANGES, KINDS, MAX_RANGES, SAMPLE, Layout
-from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.format import instants
+from airflow_lake.lake.errors import LakeSpecError, LakeUnsafePath
+from airflow_lake.lake.format import instants, paths
 
 if TYPE_CHECKING:
     from airflow_lake.lake.spec.table_spec import TableSpec
@@ -76,6 +76,10 @@ class PlanGroup:
                 isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in partition.items()):
             raise PlanFormatError(f"{where}partition is {_show(partition)}, not an object of column: value")
         files = _text_list(raw.get("files"), f"{where}files", allow_empty=False)
+        try:  # the files a plan rewrites (and so removes) lie in the table's data area
+            paths.confined(files, f"the plan's {where}files")
+        except LakeUnsafePath as err:
+            raise PlanFormatError(str(err)) from err
         rows = _whole(raw, "rows", where, 0)
         outputs = _whole(raw, "output_files", where, 1)
         buckets = raw.get("buckets") or []

@@ -4,8 +4,8 @@ instant (executed later by `execute_clustering`)."""
 from __future__ import annotations
 
 import logging
-import os
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -176,7 +176,10 @@ def _schedule_lock(table: TableMetadata) -> Iterator[None]:
     storage = table.storage
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
     first: tuple[str, float] | None = None  # the lock's token when this process first saw it, and when
-    while not storage.create_json(LOCK, {"at": time.time(), "nonce": os.urandom(4).hex()}):
+    # the holder's nonce makes its lock bytes its own: a create whose answer was lost reads them back as its own
+    # (`stores.create`), never another scheduler's
+    mine = {"at": time.time(), "holder": uuid.uuid4().hex}
+    while not storage.create_json(LOCK, mine):
         try:
             stamp, token = storage.touched(LOCK)
         except FileNotFoundError:

@@ -34,15 +34,21 @@ _SEEN_LOCK = threading.Lock()
 
 
 def delete_written_files(table: TableMetadata, instant: str, keep: Collection[str] = (), *,
-                         markers: Sequence[str] | None = None) -> int:
+                         markers: Sequence[str] | None = None, written: set[str] | None = None) -> int:
     """Delete the data files an instant wrote, except `keep` (what its commit holds): its staging area (older
     writers), every file under the write directories its manifests name and every file they name (`markers`: its
-    `instants.marker_files`, if the caller listed them already)."""
+    `instants.marker_files`, if the caller listed them already; `written`: `to_delete`'s answer, if the caller
+    checked them already).
+
+    Nothing is deleted unless every path is safe (`to_delete`): a manifest naming a path outside the table's data
+    area, or one reaching outside through a symlink, raises `LakeUnsafePath` naming it first."""
     storage = table.storage
+    if written is None:
+        written = to_delete(table, instant, markers)
     storage.delete_tree(instants.staging_dir(instant))
     kept = set(keep)
     deleted = 0
-    for data_path in sorted(instants.written_files(storage, instant, markers) - kept):
+    for data_path in sorted(written - kept):
         if data_path.endswith("/"):  # a write directory (data/<instant>-<write id>...): every file under it
             listed = storage.walk_files(data_path[:-1])
             doomed = [f for f in listed if f not in kept]
@@ -55,6 +61,16 @@ def delete_written_files(table: TableMetadata, instant: str, keep: Collection[st
         elif storage.delete(data_path):
             deleted += 1
     return deleted
+
+
+def to_delete(table: TableMetadata, instant: str, markers: Sequence[str] | None = None) -> set[str]:
+    """The table paths an instant's manifests and markers name (`instants.written_files`: each inside the data
+    area), and none of them reaching outside the table through a symlink (`Storage.refuse_escapes`); raises
+    `LakeUnsafePath` naming the manifest otherwise. Checked for all before anything is deleted."""
+    written = instants.written_files(table.storage, instant, markers)
+    table.storage.refuse_escapes([instants.staging_dir(instant) + "/", *written],
+                                 f"the manifests of instant {instant} in {table.url}")
+    return written
 
 
 def tidy_finished(table: TableMetadata, instant: str, state: TableState) -> None:
@@ -79,7 +95,7 @@ def finish(table: TableMetadata, instant: str, keep: Collection[str] = ()) -> in
     """`delete_written_files`, then `instants.remove_pending`, listing the staging area and the markers once
     (not once each); returns the number of data files deleted."""
     markers = instants.marker_files(table.storage, instant)
-    deleted = delete_written_files(table, instant, keep, markers=markers)
+    deleted = delete_written_files(table, instant, keep, markers=markers, written=to_delete(table, instant, markers))
     instants.remove_pending(table.storage, instant, markers=markers, staging=False)
     return deleted
 
@@ -90,7 +106,8 @@ def tidy_if_left(table: TableMetadata, entry: LogEntry) -> None:
     already committed, so a retry leaves nothing behind for the next writer. Never raises: the commit
     stands either way."""
     completes = entry.metadata.get(COMPLETES)
-    instant_ids = [entry.instant, *([completes] if isinstance(completes, str) else [])]
+    # (only an instant id names pending files: an entry's text never becomes a path of its own)
+    instant_ids = [i for i in (entry.instant, completes) if isinstance(i, str) and instants.is_instant_id(i)]
     try:
         left = [i for i in instant_ids if table.storage.is_file(instants.requested_file(i))]
         if not left:  # the requested file goes last (`instants.remove_pending`): nothing else is left either
@@ -113,6 +130,10 @@ def rollback_unchecked(table: TableMetadata, ids: Iterable[str], reason: str,
     finished = [i for i in todo if i in state.instants or i in state.rolled_back]
     todo = [i for i in todo if i not in finished]
     entry = None
+    # every path the writers' manifests name is checked before the rollback is recorded and anything deleted: a
+    # damaged or planted manifest stops here (`LakeUnsafePath` naming it), with nothing recorded or deleted
+    for instant in todo:
+        to_delete(table, instant)
     if todo:
         info = {p.id: {"action": p.action, "operation": p.operation, "request_id": p.request_id}
                 for p in instants.pending(table.storage, only=set(todo))}
@@ -127,7 +148,7 @@ def rollback_unchecked(table: TableMetadata, ids: Iterable[str], reason: str,
                                    request_id=request_id, base=state,
                                    metrics_of=lambda: {"rolled_back": list(todo)})
     files_deleted = 0
-    for instant in todo:
+    for instant in todo:  # (listed again: a writer judged dead may have named more since the check)
         files_deleted += delete_written_files(table, instant)
         instants.remove_pending(table.storage, instant)
     for instant in finished:

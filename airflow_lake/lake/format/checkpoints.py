@@ -156,7 +156,8 @@ def retain(storage: Storage, keep: int, start: Callable[[], int]) -> list[str]:
 
 
 def read(storage: Storage, seq: int, fmt: str, recover: Callable[[], StatsOf] | None = None) -> TableState:
-    """The state stored in checkpoint `seq` of format `fmt`; raises FileNotFoundError or one of `UNREADABLE`.
+    """The state stored in checkpoint `seq` of format `fmt`; raises FileNotFoundError or one of `UNREADABLE`, or
+    `LakeUnsafePath` if it names a path outside the table's data area (`paths.confined`).
 
     `recover` gives the stats of the checkpoint's files from elsewhere (the log) should its stats columns turn
     out to be unreadable when they are first used.
@@ -165,6 +166,10 @@ def read(storage: Storage, seq: int, fmt: str, recover: Callable[[], StatsOf] | 
     state = TableState.from_dict(json.loads(data)) if fmt == "json" else decode(data, recover)
     if state.seq != seq:
         raise ValueError(f"checkpoint {seq} holds the state of entry {state.seq}")
+    # every path it holds inside the table's data area, or `LakeUnsafePath` naming it (readers then fold the log)
+    source = f"checkpoint {storage.url}/{paths.checkpoint_file(seq, fmt)}"
+    paths.confined(state.files, f"{source} (files)")
+    paths.confined(state.tombstones, f"{source} (tombstones)")
     return state
 
 

@@ -127,17 +127,23 @@ def marker_files(storage: Storage, instant: str) -> list[str]:
 def written_files(storage: Storage, instant: str, markers: Sequence[str] | None = None) -> set[str]:
     """Every table path an instant announced (manifests, and per-file markers of older writers); a path ending in
     `/` is a write directory, standing for every file under it. `markers`: its `marker_files` if the caller listed
-    them already."""
+    them already.
+
+    Every path is checked (`paths.confined`: inside the table's data area) before the caller deletes anything: a
+    manifest or marker naming any other path raises `LakeUnsafePath` naming that file."""
     prefix = markers_dir(instant) + "/"
     out: set[str] = set()
     for marker in marker_files(storage, instant) if markers is None else markers:
         if marker.endswith(MANIFEST_SUFFIX):
             try:
-                out.update(storage.read_json(marker))
+                raw = storage.read_json(marker)
             except (FileNotFoundError, ValueError):  # a manifest is complete or absent: it is replaced atomically
                 continue
+            out.update(paths.confined(raw if isinstance(raw, list) else [raw], f"manifest {storage.url}/{marker}",
+                                      directories=True))
         else:
-            out.add(marker[len(prefix):] if marker.startswith(prefix) else marker)
+            named = marker[len(prefix):] if marker.startswith(prefix) else marker
+            out.update(paths.confined((named,), f"marker {storage.url}/{marker}"))
     return out
 
 
@@ -167,6 +173,9 @@ def request(storage: Storage, action: str, operation: str, metadata: Mapping[str
             # who reserved it: a writer that dies before going inflight is then known dead at once
             "host": socket.gethostname(),
             "pid": os.getpid(),
+            # unique to this reservation: a create whose answer was lost finds these bytes and knows the id is its
+            # own (`stores.create`); two writers' payloads never compare equal, even in one process and millisecond
+            "nonce": uuid.uuid4().hex,
         }
         if storage.create_json(requested_file(instant), payload):
             if finished is None:

@@ -179,6 +179,17 @@ class LogEntry:
         return LogEntry.from_dict(raw)
 
 
+def check_paths(entry: LogEntry, source: str) -> None:
+    """Every path an entry names — the files it adds and removes, the files a clean deleted (`metadata.deleted`)
+    — inside the table's data area (`paths.confined`), or `LakeUnsafePath` naming `source` and the field: checked
+    when the entry is read, so no fold, read, conflict check or clean ever sees such a path."""
+    paths.confined([f.path for f in entry.added], f"{source} (added)")
+    paths.confined(entry.removed, f"{source} (removed)")
+    deleted = entry.metadata.get("deleted")
+    if deleted is not None and entry.action == "clean":
+        paths.confined(deleted if isinstance(deleted, list) else [deleted], f"{source} (metadata.deleted)")
+
+
 class CommitLog:
     """Reads and appends log entries of one table."""
 
@@ -348,6 +359,7 @@ class CommitLog:
         if entry.seq != seq:
             raise LakeError(f"log entry {self.storage.url}/{rel} says it is entry {entry.seq}. Fix: put it back "
                             f"under its own name ({paths.log_file(entry.seq)}) or restore the original.")
+        check_paths(entry, f"log entry {self.storage.url}/{rel}")
         return entry
 
     def _raise_if_expired(self, seq: int) -> None:

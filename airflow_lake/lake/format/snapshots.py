@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 
-from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound, LakeTableNotFound
+from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound, LakeTableNotFound, LakeUnsafePath
 from airflow_lake.lake.format import checkpoints, paths
 from airflow_lake.lake.format.data_files import ColumnStats, DataFile
 from airflow_lake.lake.format.log import CommitLog, LogEntryExpired
@@ -149,6 +149,10 @@ class SnapshotResolver:
         try:
             state = checkpoints.read(self.storage, seq, fmt, recover=partial(self._stats_at, seq))
         except FileNotFoundError:
+            return None
+        except LakeUnsafePath as err:  # damaged or planted: the log (the truth) decides without it
+            log.warning("checkpoint %s is not used: %s; using an older one or the log", paths.checkpoint_file(seq, fmt),
+                        err)
             return None
         except checkpoints.UNREADABLE as err:
             log.warning("checkpoint %s is unreadable (%s: %s); using an older one or the log",

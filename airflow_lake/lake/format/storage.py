@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.format import no_rename, stores
+from airflow_lake.lake.errors import LakeSpecError, LakeUnsafePath
+from airflow_lake.lake.format import no_rename, paths, stores
 
 _fast_decode: Callable[[bytes], Any] | None
 try:  # installed with Airflow; decodes a log entry of 1,000 files in 2 ms where json takes 6
@@ -57,7 +57,13 @@ def is_local(url: str) -> bool:
 
 
 class Storage:
-    """Files under one table root. Relative paths use '/' separators."""
+    """Files under one table root. Relative paths use '/' separators.
+
+    Every relative path it is given passes `paths.confined` (area "table": normalized, relative, no scheme, no
+    `..`), locally and on a store alike, so no key or file outside the root is ever addressed; locally, what it
+    deletes or lists for deletion must also resolve inside the root (`refuse_escapes`): a symlink in the table
+    never leads a delete outside it. Paths from metadata are checked for their own area (data) by whoever reads
+    them, before this."""
 
     def __init__(self, url: str) -> None:
         self.url = normalize_url(url)
@@ -65,6 +71,7 @@ class Storage:
         self._fs: Any = None
         self._commits_checked = False
         self._read_options: dict[str, Any] = {}
+        self._real_root: str | None = None  # the root with symlinks resolved (local), once needed
         self._s3 = False  # S3 through s3fs: listings and existence checks are single ListObjectsV2 requests
         if not self.local:
             self._fs, self._root = stores.open_fs(self.url)  # listing caches off; LakeSpecError if unknown
@@ -90,16 +97,42 @@ class Storage:
 
     # -- paths ---------------------------------------------------------------------------------------
     def path(self, rel: str) -> str:
-        """Absolute path (or store path) of `rel`, for Spark and pyarrow."""
-        return f"{self._root}/{rel}" if rel else self._root
+        """Absolute path (or store path) of `rel`, for Spark and pyarrow; `rel` is checked (`paths.confined`, area
+        "table"; a `LakeUnsafePath` if it could leave the root)."""
+        if not rel:
+            return self._root
+        paths.confined((rel,), f"a path asked of the table {self.url}", area="table", directories=True)
+        return f"{self._root}/{rel}"
 
     def uri(self, rel: str) -> str:
         """A URL Spark can read and write: a plain absolute path locally; on a store the URL in the scheme of
         Hadoop's file system for it (`s3a://` for every S3 spelling: `stores.hadoop_url`)."""
         if self.local:
             return self.path(rel)
+        self.path(rel)  # the same check
         root = stores.hadoop_url(self.url)
         return f"{root}/{rel}" if rel else root
+
+    def refuse_escapes(self, rels: Iterable[str], source: str) -> None:
+        """Raise `LakeUnsafePath` (naming `source`) if deleting one of `rels` could reach outside the table through
+        a symlink (locally; a store has no symlinks): a file's directory, or a directory (ending in `/`) itself,
+        must resolve inside the root. Callers check every path of one operation first, then delete."""
+        if not self.local:
+            return
+        for rel in rels:
+            self._inside(rel[:-1] if rel.endswith("/") else rel, source, whole=rel.endswith("/"))
+
+    def _inside(self, rel: str, source: str, *, whole: bool) -> None:
+        """`refuse_escapes` of one path: `whole` resolves the path itself (a directory to walk or remove), else its
+        directory (a file to unlink: a symlink as the last segment is removed itself, never followed)."""
+        target = self.path(rel)
+        real = os.path.realpath(target if whole or not rel else os.path.dirname(target))
+        if self._real_root is None:
+            self._real_root = os.path.realpath(self._root)
+        root = self._real_root
+        if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+            raise LakeUnsafePath(source, rel, f"reaches outside the table through a symlink (it resolves to {real!r})",
+                                 paths.UNSAFE_FIX)
 
     @property
     def filesystem(self) -> Any:
@@ -188,6 +221,7 @@ class Storage:
         base = self.path(rel_dir)
         out: list[str] = []
         if self.local:
+            self._inside(rel_dir.rstrip("/"), f"a listing of the table {self.url}", whole=True)
             for dirpath, _, names in os.walk(base):
                 rel = os.path.relpath(dirpath, self._root).replace(os.sep, "/")
                 out.extend(f"{rel}/{n}" if rel != "." else n for n in names)
@@ -258,7 +292,9 @@ class Storage:
         """Create a JSON file only if it does not exist; atomic. Returns False if it already existed.
 
         On a store this is its conditional write (`stores.create`; refused with a LakeError where there is none).
-        A client that retried a write whose answer it lost may see its own file as one that existed: False.
+        A create whose answer was lost and which the client sent again finds the file existing: it is read back,
+        and our own bytes are a success (True). So every caller's payload must be unique to its writer (an instant
+        id, a nonce): two writers' files never compare equal.
         """
         return self.create_bytes(rel, dumps(obj))
 
@@ -270,11 +306,15 @@ class Storage:
         target = self.path(rel)
         tmp = _write_temp(target, data)
         try:
-            os.link(tmp, target)  # atomic, fails if the target exists; readers see all or nothing
+            try:
+                os.link(tmp, target)  # atomic, fails if the target exists; readers see all or nothing
+            except FileExistsError:
+                # on NFS a LINK whose reply was lost is sent again and fails with EEXIST although it was done:
+                # then the target is our own temporary file's inode
+                if not _same_file(tmp, target):
+                    return False
             _fsync_dir(os.path.dirname(target))
             return True
-        except FileExistsError:
-            return False
         finally:
             os.unlink(tmp)
 
@@ -296,6 +336,7 @@ class Storage:
         """Delete a file; False if it was already gone (on S3 True either way: deleting a missing key succeeds)."""
         try:
             if self.local:
+                self._inside(rel, f"a delete in the table {self.url}", whole=False)
                 os.unlink(self.path(rel))
             else:
                 self._fs.rm_file(self.path(rel))
@@ -310,6 +351,7 @@ class Storage:
         batch deletes of exactly those keys and `also` (1,000 a request). Locally the directory and `also` go one
         by one."""
         if self.local:
+            self._inside(rel_dir.rstrip("/"), f"a delete in the table {self.url}", whole=True)
             shutil.rmtree(self.path(rel_dir), ignore_errors=True)
             for rel in also:
                 self.delete(rel)
@@ -329,6 +371,14 @@ class Storage:
 def has_magic(path: str) -> bool:
     """True if fsspec would expand `path` as a glob pattern (a partition value may hold such characters)."""
     return any(ch in path for ch in "*?[")
+
+
+def _same_file(one: str, other: str) -> bool:
+    """Whether two paths are one file (False if either is gone)."""
+    try:
+        return os.path.samefile(one, other)
+    except FileNotFoundError:
+        return False
 
 
 def _fsync_dir(path: str) -> None:

@@ -225,9 +225,16 @@ def _s3_knows_if_none_match(fs: Any) -> bool:
 
 
 def create(fs: Any, path: str, data: bytes) -> bool:
-    """Create `path` with `data` only if it does not exist, in one conditional write. True: created; False: it
-    existed (412, or FileExistsError from the implementation). A 409 (another conditional write of the key in
-    flight) is retried with a short backoff; anything else is raised as it came."""
+    """Create `path` with `data` only if it does not exist, in one conditional write. True: created; False: another
+    writer's create came first. A 409 (another conditional write of the key in flight) is retried with a short
+    backoff.
+
+    A PUT that landed may still look failed: its answer was lost (a 500, a reset connection), the client (botocore,
+    s3fs) sent it again, and the store answered the resend 412 — or the client gave up with an error. So after a
+    412 (or FileExistsError) and after any other error the key is read back: our own bytes mean our create landed
+    (True). This is exact only if no two writers ever create one key with the same bytes: every caller's payload
+    names its writer (a log entry its instant, a requested instant a random nonce, a lock its holder). Bytes of
+    another writer: False; after another error with no key (or an unreadable one): that error, as it came."""
     delay = CONFLICT_BACKOFF
     for attempt in range(CONFLICT_ATTEMPTS):
         if attempt:
@@ -237,16 +244,33 @@ def create(fs: Any, path: str, data: bytes) -> bool:
             fs.pipe_file(path, data, mode="create")
             return True
         except FileExistsError:
-            return False
+            return _holds(fs, path, data)
         except OSError as err:
             status = _status(err)
             if status == 412:
-                return False
+                return _holds(fs, path, data)
             if status != 409:
+                if _holds(fs, path, data, missing_ok=True):
+                    return True
                 raise
     raise LakeCommitConflict(f"the store kept answering 409 ConditionalRequestConflict to the creation of {path!r} "
                              f"({CONFLICT_ATTEMPTS} attempts): other writers keep writing that key. Run the job "
                              "again.")
+
+
+def _holds(fs: Any, path: str, data: bytes, *, missing_ok: bool = False) -> bool:
+    """Whether `path` holds exactly `data` (our own create, whose answer was lost). With `missing_ok` (after an
+    error that says nothing of the key) a missing or unreadable key is False; else only a missing one is (a 412
+    whose key is gone again: deleted since, e.g. a probe key)."""
+    try:
+        found = fs.cat_file(path)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        if missing_ok:
+            return False
+        raise
+    return bytes(found) == data
 
 
 def _status(err: BaseException) -> int | None:

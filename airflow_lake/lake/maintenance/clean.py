@@ -69,6 +69,9 @@ def clean(table: TableMetadata, retain_hours: float | None = None, request_id: s
         def none_readded(since: list[LogEntry], expired: dict[str, int] = expired) -> bool:
             return not any(f.path in expired for entry in since for f in entry.added)
 
+        # (every path came from a log entry or checkpoint, checked when read: `log.check_paths`; none may reach
+        # outside the table through a symlink either — all checked before the entry, so a bad one deletes nothing)
+        table.storage.refuse_escapes(expired, f"the clean of {table.url}")
         metadata: dict[str, Any] = {"deleted": sorted(expired), "retain_hours": hours}
         if expired:
             metadata["cleaned_before"] = max(expired.values())

@@ -46,6 +46,23 @@ def test_create_json_under_contention_has_one_winner(tmp_path: Path) -> None:
     assert leftovers(tmp_path) == []
 
 
+def test_a_link_done_but_answered_eexist_is_our_create(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On NFS a LINK whose reply was lost is sent again and answered EEXIST although it was done: the exclusive
+    create then finds its own file (the same inode) and succeeds; another writer's file is still a lost race."""
+    storage = Storage(str(tmp_path))
+    real_link = os.link
+
+    def link_reply_lost(src: str, dst: str) -> None:
+        real_link(src, dst)  # done on the server ...
+        raise FileExistsError(17, "File exists", dst)  # ... and the retransmission fails
+
+    monkeypatch.setattr(os, "link", link_reply_lost)
+    assert storage.create_json("x.json", {"writer": "a"}) is True
+    assert storage.create_json("x.json", {"writer": "b"}) is False
+    assert storage.read_json("x.json") == {"writer": "a"}
+    assert sorted(os.listdir(tmp_path)) == ["x.json"]  # no temporary file left
+
+
 def test_write_json_replaces_atomically(tmp_path: Path) -> None:
     store = Storage(str(tmp_path))
     store.write_json("a/b/state.json", {"v": 0})
