@@ -20,6 +20,7 @@ from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.format.table_metadata import AsOf, TableMetadata
 from airflow_lake.lake.maintenance import clean as clean_module
 from airflow_lake.lake.spark.scan import Scan
+from airflow_lake.lake.spec.reserved import check_column_names
 from airflow_lake.lake.spec.table_spec import TableSpec, check_identifier
 
 if TYPE_CHECKING:
@@ -58,6 +59,9 @@ class LakeTable(TableMetadata):
                          request_id=request_id, metadata={"spec": table_spec.to_dict()},
                          metrics={"columns": len(table_spec.columns), "created": True})
         if table.commit_log.head() < 0:
+            # a name the format or Spark uses itself would make the table unreadable (`spec.reserved`); an existing
+            # table that has one (created before the rule) stays as it is
+            check_column_names(table_spec.column_names, "columns")
             if table.storage.local:  # before anything is written: no `_lake` left behind
                 table_roots.check_new_root(table.url)
             else:  # an S3-compatible server may ignore If-None-Match: create one key twice to see
