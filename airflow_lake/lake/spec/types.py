@@ -102,6 +102,9 @@ def stats_value(type_name: str, value: Any) -> Any:
     return None
 
 
+_EARLIEST_MICROS, _LATEST_MICROS = -62_135_596_800_000_000, 253_402_300_799_999_999
+
+
 def _timestamp_micros(value: Any) -> int:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
@@ -143,7 +146,10 @@ def coerce_literal(type_name: str, value: Any, field: str) -> Any:
         if type_name in ("timestamp", "timestamp_ntz"):
             if isinstance(value, str):
                 value = dt.datetime.fromisoformat(value)
-            return _timestamp_micros(value)
+            micros = _timestamp_micros(value)
+            if not _EARLIEST_MICROS <= micros <= _LATEST_MICROS:  # no timestamp holds it (years 1 to 9999)
+                raise ValueError(value)
+            return micros
         if is_decimal(type_name):
             return decimal.Decimal(str(value))
     except (TypeError, ValueError, ArithmeticError) as err:
