@@ -66,7 +66,7 @@ def instant_summary(instant: Mapping[str, Any]) -> str:
         return f"rolled back: {reason}" if reason else "rolled back"
     if "files_added" in metrics or "files_removed" in metrics:
         return (f"files +{metrics.get('files_added', 0)}/-{metrics.get('files_removed', 0)}, "
-                f"rows +{fmt_count(int(metrics.get('rows_added', 0)))}")
+                f"{rows_change(metrics)}")
     if "rolled_back" in metrics:
         reason = (instant.get("metadata") or {}).get("reason")
         return f"rolled back {fmt_list(metrics['rolled_back'])}" + (f" ({reason})" if reason else "")
@@ -79,6 +79,16 @@ def instant_summary(instant: Mapping[str, Any]) -> str:
     if "columns" in metrics:
         return f"table created, {metrics['columns']} column(s)"
     return ""
+
+
+def rows_change(metrics: Mapping[str, Any]) -> str:
+    """The rows a commit added and removed, and the net: 'rows +26,518/-26,561 (net -43)' for a delete that
+    rewrote a file without 43 of its rows ('rows +N' alone when nothing was removed)."""
+    added = int(metrics.get("rows_added", 0))
+    removed = int(metrics.get("rows_removed") or 0)
+    if not removed:  # an append: what it added is the change
+        return f"rows +{fmt_count(added)}"
+    return f"rows +{fmt_count(added)}/-{fmt_count(removed)} (net {added - removed:+,})"
 
 
 def fmt_ranges(values: Sequence[int], limit: int = 6) -> str:

@@ -18,8 +18,9 @@ table is an Airflow Asset: every commit emits an event with its metrics (`lake_m
 
 Trigger it from the UI with the form (Params: day, events per day, bucket count, backfill days). The Params'
 JSON schema refuses what it can when the run is triggered; the first task, `check_params`, refuses the rest
-before any task writes: a day in the future, or a backfill day after the run's day (a batch's version is its
-day, YYYYMMDD: such a batch would outrank every later real batch, for good).
+before any task writes: a day in the future, a backfill day after the run's day (a batch's version is its
+day, YYYYMMDD: such a batch would outrank every later real batch, for good), or a conf key that is no Param (Airflow
+takes one in silence: a misspelt `dayy` would run with the default day).
 """
 
 from __future__ import annotations

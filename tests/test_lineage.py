@@ -150,6 +150,23 @@ def test_create_table_reports_the_new_table_with_its_schema(lake: dict[str, Any]
     assert_commit(out, lake["ods"], lake["create_ods"])
 
 
+def test_a_create_that_found_the_table_reports_its_current_schema_and_version(tmp_path: Path) -> None:
+    """A daily create_table (if_exists="ignore") after an alter committed nothing, yet reported the table at log
+    entry 0 with its first schema: a lineage backend then flipped the table's schema back (issue 33, item 12)."""
+    table = str(tmp_path / "t")
+    spec = {"table": table, "schema": "id BIGINT, v DOUBLE", "if_exists": "ignore"}
+    assert run(None, "create_table", spec)["created"] is True
+    run(None, "alter_table", {"table": table, "changes": [{"add": "z", "type": "int"}]})
+    again = run(None, "create_table", spec)
+    assert again["created"] is False and again["spec_changed_by"]
+    op = LakeCreateTableOperator(task_id="t", table=table, schema="id BIGINT, v DOUBLE")
+    out = lineage(op, again)["outputs"]
+    assert names(out) == [("file", table)] and len(out) == 1
+    assert schema(out[0]) == [("id", "bigint"), ("v", "double"), ("z", "int")]  # today's, not entry 0's
+    assert version(out[0]) == "1" and "lifecycleStateChange" not in out[0]["facets"]
+    assert COMMIT_FACET not in out[0]["facets"]  # it made no commit
+
+
 def test_write_from_files_reads_the_source_and_writes_the_commit(lake: dict[str, Any]) -> None:
     op = LakeWriteOperator(task_id="t", table=lake["ods"], source_path=lake["src"] + "/*.parquet")
     got = lineage(op, lake["write_ods"])

@@ -111,6 +111,9 @@ DAY_SCHEMA: dict[str, Any] = {
     "if": {"type": "string", "minLength": 1},
     "then": {"format": "date", "pattern": DATE_PATTERN},
 }
+# The Params of the pipeline DAG (dags/lake_ods_to_dm.py; a test keeps the two in step). Airflow takes any other
+# key of a run's conf in silence: a misspelt one ("dayy") would run with the default instead.
+PARAM_NAMES = ("day", "events_per_day", "buckets", "backfill_days")
 # How far past today (UTC) a day may be: where it is already tomorrow, today's batch is tomorrow's date.
 FUTURE_SLACK = dt.timedelta(days=1)
 
@@ -131,7 +134,13 @@ def check_params(params: dict[str, Any], dag_run: Any, today: dt.date | None = N
     """Check a run's Params before any task writes; what JSON Schema cannot say: the day (from the Param or
     the logical date) lies in range and not in the future, and no backfill day comes after it. A batch's
     version is its day (YYYYMMDD), so a future day would outrank every real batch up to that date, for good.
-    Returns the day and the backfill days; raises ValueError naming the Param and the fix."""
+    A key that is no Param of the DAG (`PARAM_NAMES`: a misspelt one) is refused. Returns the day and the
+    backfill days; raises ValueError naming the Param and the fix."""
+    given = [*(params or {}), *(getattr(dag_run, "conf", None) or {})]
+    unknown = sorted({str(k) for k in given} - set(PARAM_NAMES))
+    if unknown:
+        raise ValueError(f"{unknown[0]}: unknown Param (the run's conf has {unknown}, which this DAG does not take; "
+                         f"it would be ignored and the defaults used). Fix: use only {', '.join(PARAM_NAMES)}.")
     today = today or dt.datetime.now(dt.UTC).date()
     day = _date("day", run_day(params, dag_run))
     if not FIRST_DAY <= day <= LAST_DAY:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.jobs import caller
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.format.operation_names import current_name
+from airflow_lake.lake.spec.strict import check_depth
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,6 +63,7 @@ def get(name: str) -> Operation:
 def parse_spec(operation: Operation, spec: Mapping[str, Any]) -> Any:
     """`operation.parse` of `spec` without its `airflow` field, which is checked here (`jobs.caller`): who asked is
     the same field for every operation and no input of the request."""
+    check_depth(spec, "spec")
     body, _ = caller.split(spec)
     return operation.parse(body)
 

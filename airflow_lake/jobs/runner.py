@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.jobs import caller, registry
 from airflow_lake.jobs.noop import NothingToDo
 from airflow_lake.lake.spark.bucketed_read import drop_read_tables, read_tables_mark
+from airflow_lake.lake.spec.strict import check_depth
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,6 +24,7 @@ def run(spark: SparkSession | None, operation: str, spec: Mapping[str, Any]) -> 
     The spec's optional `airflow` field (the task instance that asked, `jobs.caller`) is recorded in the metadata
     of every log entry the operation writes."""
     op = registry.get(operation)
+    check_depth(spec, "spec")  # before anything walks it recursively (a RecursionError names nothing)
     body, who = caller.split(spec)
     parsed = op.parse(body)
     if isinstance(parsed, NothingToDo):  # an empty selection: nothing to run, no Spark to start

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.commit import recovery, requests
 from airflow_lake.lake.commit.transaction import Transaction, begin
-from airflow_lake.lake.errors import LakeSpecError, LakeTableExists, LakeTableNotFound
+from airflow_lake.lake.errors import LakeError, LakeSpecError, LakeTableExists, LakeTableNotFound
 from airflow_lake.lake.format import instants, spec_history, table_roots
 from airflow_lake.lake.format.filters import may_match, parse_filters
 from airflow_lake.lake.format.log import CommitLog, LogEntry
@@ -20,6 +20,7 @@ from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.format.table_metadata import AsOf, TableMetadata
 from airflow_lake.lake.maintenance import clean as clean_module
 from airflow_lake.lake.spark.scan import Scan
+from airflow_lake.lake.spec.reserved import check_column_names
 from airflow_lake.lake.spec.table_spec import TableSpec, check_identifier
 
 if TYPE_CHECKING:
@@ -31,6 +32,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 __all__ = ["AsOf", "LakeTable"]
+
+
+def _tables_below(table: TableMetadata) -> list[str]:
+    """The tables under a path that is no table (a root of tables), for the error that says so; empty when there
+    are none or looking would be too broad (a bounded search: opening a table never lists a whole store)."""
+    try:
+        if table.storage.local:
+            return table_roots.tables_below(table.url) if os.path.isdir(table.url) else []
+        return table_roots.store_tables_below(table.url, max_depth=1)
+    except (LakeError, OSError):
+        return []
 
 
 class LakeTable(TableMetadata):
@@ -58,6 +70,9 @@ class LakeTable(TableMetadata):
                          request_id=request_id, metadata={"spec": table_spec.to_dict()},
                          metrics={"columns": len(table_spec.columns), "created": True})
         if table.commit_log.head() < 0:
+            # a name the format or Spark uses itself would make the table unreadable (`spec.reserved`); an existing
+            # table that has one (created before the rule) stays as it is
+            check_column_names(table_spec.column_names, "columns")
             if table.storage.local:  # before anything is written: no `_lake` left behind
                 table_roots.check_new_root(table.url)
             else:  # an S3-compatible server may ignore If-None-Match: create one key twice to see
@@ -82,6 +97,14 @@ class LakeTable(TableMetadata):
         """Open an existing table."""
         table = cls(path)
         if table.commit_log.head() < 0:
+            below = _tables_below(table)
+            if below:  # a root of tables (what `airflow-lake ls` takes), not a table
+                more = f" and {len(below) - 1} more" if len(below) > 1 else ""
+                example = below[0] if "://" in below[0] or os.path.isabs(below[0]) else \
+                    f"{table.url.rstrip('/')}/{below[0]}"
+                raise LakeTableNotFound(f"{table.url!r} is not a lake table but a directory holding lake tables "
+                                        f"({below[0]!r}{more}). Fix: give one table's path, e.g. {example!r} "
+                                        "(`airflow-lake ls` lists the tables under a directory).")
             raise LakeTableNotFound(f"no lake table at {table.url!r}. Fix: create it first (operation "
                                     "create_table) or check the path.")
         return table

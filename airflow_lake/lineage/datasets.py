@@ -95,6 +95,12 @@ def task_datasets(operation: str, table: str, fields: Mapping[str, Any],
         out.add(out.inputs, source)
     commit = commit_of(metrics)
     meta = _metadata(table)
+    if operation == "create_table" and commit is not None and not metrics.get("created"):
+        # a create that found the table committed nothing; its metrics name log entry 0, and reporting the table as
+        # that entry made it would tell a lineage backend that the schema went back to its first one
+        own = _current_dataset(table, meta)
+        out.add(out.outputs, own)
+        return out
     own = _table_dataset(table, meta, commit)
     if operation in UPKEEP:
         out.add(out.inputs, own)
@@ -156,6 +162,19 @@ def _table_dataset(url: str, meta: TableMetadata | None, commit: Commit | None) 
     return replace(dataset, columns=_columns(spec), version=commit.seq,
                    commit=replace(commit, completed_at=entry.completed_at, operation=entry.operation,
                                   action=entry.action))
+
+
+def _current_dataset(url: str, meta: TableMetadata | None) -> LakeDataset:
+    """The table as it is now: its latest snapshot's schema and version (what a task that changed nothing saw)."""
+    dataset = _table_dataset(url, meta, None)
+    if meta is None:
+        return dataset
+    try:
+        state = meta.state()
+        return replace(dataset, columns=_columns(stored_spec(state.spec)), version=state.seq)
+    except LakeError as err:
+        log.warning("lineage of %s: no latest state (%s)", meta.url, err)
+        return dataset
 
 
 def _read_of_own_table(own: LakeDataset, meta: TableMetadata | None, operation: str, commit: Commit | None,

@@ -15,7 +15,9 @@ class LakeCreateTableOperator(LakeOperator):
     """Create a lake table (`create_table`). With if_exists="ignore" (default) an existing table is left alone when
     the spec is its spec or one it had before a provider operation changed it (bucket_rewrite, alter_table, schema
     evolution): the XCom's `spec_changed_by` and `spec_differences` say what changed since. Any other spec fails
-    naming every field that differs.
+    naming every field that differs. `table` is a local or mounted path, or an object-store URL (`s3://`, `s3a://`,
+    `gs://`, `abfs://`, `abfss://`, `az://`) whose store has a conditional write (its extra installed:
+    `airflow-lake[s3]`, ...); another store (`memory://`, `http://`) is refused, naming why.
 
     :param schema: DDL such as "id BIGINT NOT NULL, dt STRING" (or give `columns`).
     :param partition_by: partition columns.

@@ -29,7 +29,9 @@ class LakeDeleteOperator(LakeOperator):
         To delete every row, say "true".
     :param keys: primary-key tables: the keys, as a list of {column: value} objects over the key columns (with
         the partition values on a partitioned table), or a source like an upsert's ({"path": ..., "format": ...}
-        or {"query": ..., "tables": {...}}) whose columns are the key columns (templated).
+        or {"query": ..., "tables": {...}}) whose columns are the key columns (templated). A value rendered as text
+        (``{"user_id": "{{ params.user_id }}"}``) is converted to its column's type where that is exact ("42" is 42;
+        "4.0" or "abc" is refused naming the key).
     :param version: with `keys`: the version of the delete (templated: e.g. ``"{{ ds_nodash }}"``); a new version,
         not one an upsert used; higher than the keys' upserts to remove all of them.
     """

@@ -105,6 +105,12 @@ def _n(value: Any) -> str:
     return "-" if value is None else f"{value:,}" if isinstance(value, int) else escape(str(value))
 
 
+def _plain(value: Any) -> str:
+    """A value as it is written: versions (yyyymmdd, epoch millis), ids and seqs are names, not amounts, so they
+    get no thousands separators ("20240301", never "20,240,301")."""
+    return "-" if value is None else escape(str(value))
+
+
 def _rows_cell(t: Mapping[str, Any]) -> str:
     """Rows; for a primary-key table its merged keys ("≤" when only an upper bound is known) over the stored rows."""
     visible = t.get("visible_rows") or {}
@@ -213,7 +219,8 @@ def _last_commit_cell(last: Mapping[str, Any]) -> str:
     task = task_of({"airflow": last.get("airflow")})
     made_by = (f"<div>by <a class='task-link last' data-ui-link href='{escape(task_link(task))}' target='_top'>"
                f"{escape(task['dag_id'])} &rsaquo; {escape(task['task_id'])}</a></div>" if task else "")
-    return (f"<td class='last-commit'>{fmt_time(last.get('completed_at'))} <span class='muted'>#{_n(last.get('seq'))} "
+    return (f"<td class='last-commit'>{fmt_time(last.get('completed_at'))} "
+            f"<span class='muted'>#{_plain(last.get('seq'))} "
             f"{escape(str(last.get('operation') or ''))}</span>{made_by}</td>")
 
 
@@ -255,8 +262,9 @@ def _primary_key(state: Mapping[str, Any]) -> str:
     versions = state.get("versions") or {}
     deltas = state.get("pending_deltas") or []
     delta_rows = "".join(
-        f"<tr class='delta' data-partition='{escape(str(d.get('name') or ''))}' data-bucket='{_n(d.get('bucket'))}'>"
-        f"<td>{escape(str(d.get('name') or ''))}</td><td class='n bucket'>{_n(d.get('bucket'))}</td>"
+        f"<tr class='delta' data-partition='{escape(str(d.get('name') or ''))}' "
+        f"data-bucket='{_plain(d.get('bucket'))}'>"
+        f"<td>{escape(str(d.get('name') or ''))}</td><td class='n bucket'>{_plain(d.get('bucket'))}</td>"
         f"<td class='n files'>{_n(d.get('files'))}</td><td class='n rows'>{_n(d.get('rows'))}</td></tr>"
         for d in deltas)
     exact = "exact" if state.get("keys_exact") else "at most: deltas may repeat or delete keys"
@@ -268,8 +276,9 @@ def _primary_key(state: Mapping[str, Any]) -> str:
         f"<span class='muted'>({escape(exact)})</span></td><td class='n stored'>{_n(state.get('stored_rows'))}</td>"
         f"<td class='n base-files'>{_n(state.get('base_files'))}</td>"
         f"<td class='n delta-files'>{_n(state.get('delta_files'))}</td>"
-        f"<td class='n versions'>{_n(versions.get('count'))}</td><td class='n lowest'>{_n(versions.get('min'))}</td>"
-        f"<td class='n highest'>{_n(versions.get('max'))}</td></tr></table>"
+        f"<td class='n versions'>{_n(versions.get('count'))}</td>"
+        f"<td class='n lowest'>{_plain(versions.get('min'))}</td>"
+        f"<td class='n highest'>{_plain(versions.get('max'))}</td></tr></table>"
         + (("<p>Pending deltas (written by upserts, not compacted yet), per bucket:</p><table id='deltas'><thead><tr>"
             "<th>Partition</th><th class='n'>Bucket</th><th class='n'>Delta files</th><th class='n'>Delta rows</th>"
             f"</tr></thead><tbody>{delta_rows}</tbody></table>")

@@ -135,6 +135,28 @@ def test_the_run_check_refuses_future_days_before_any_task_writes() -> None:
     assert check_params({"day": "2024-01-11"}, run_of, today)["day"] == "2024-01-11"  # tomorrow, somewhere
 
 
+def test_an_unknown_param_key_is_refused_before_any_task_writes(dags: dict[str, Any]) -> None:
+    """Airflow takes a conf key that is no Param in silence (issue 33, item 8: a misspelt `dayy` ran with the
+    default day): the run's first check refuses it, naming the key and the Params."""
+    from airflow_lake.examples.video_pipeline import PARAM_NAMES
+
+    pipeline = dags["lake_ods_to_dm"]
+    assert set(pipeline.params) == set(PARAM_NAMES)  # the check knows the DAG's Params
+    conf = {"dayy": "2024-01-03"}
+    params = trigger_check(pipeline, conf)  # Airflow accepts it
+    run_of = SimpleNamespace(logical_date=pendulum.datetime(2024, 1, 9), run_after=pendulum.datetime(2024, 1, 9),
+                             conf=conf)
+    with pytest.raises(ValueError, match=r"^dayy: unknown Param .* Fix: use only day, events_per_day, buckets, "
+                       "backfill_days"):
+        check_params(params, run_of, dt.date(2024, 1, 10))
+    with pytest.raises(ValueError, match=r"^bukets: unknown Param"):
+        check_params({"day": None}, SimpleNamespace(logical_date=run_of.logical_date, conf={"bukets": 8}),
+                     dt.date(2024, 1, 10))
+    good = {"day": "2024-01-03"}
+    assert check_params(trigger_check(pipeline, good), SimpleNamespace(logical_date=run_of.logical_date, conf=good),
+                        dt.date(2024, 1, 10))["day"] == "2024-01-03"
+
+
 @pytest.mark.slow
 def test_a_future_backfill_day_fails_the_run_before_anything_is_written(tmp_path: Path) -> None:
     """The real DAG, by `airflow dags test`: the first task refuses the backfill day; no table is created, nothing

@@ -21,6 +21,7 @@ from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.sources.load import Source, load
 from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.spec.table_spec import TableSpec
+from airflow_lake.lake.spec.types import exact_value
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.upsert.deletes import Deleted, key_columns, versioned_delete
 from airflow_lake.lake.upsert.versions import parse_version
@@ -117,21 +118,22 @@ def _versioned(table: LakeTable, spark: Any, spec: DeleteSpec, request: requests
         df, _ = load(spark, spec.keys, key_spec, pin={table.url: state.seq})
         filters = None
     else:
-        df = _key_frame(spark, table.spec, spec_keys, spec.keys)
+        keys = typed_keys(table.spec, spec_keys, spec.keys)
+        df = _key_frame(spark, table.spec, spec_keys, keys)
         # each key column's values: a superset of the keys, enough to skip files and buckets that hold none
-        filters = [(c, "in", sorted({_get(k, c) for k in spec.keys}, key=repr)) for c in table.spec.primary_key]
+        filters = [(c, "in", sorted({k[c] for k in keys}, key=repr)) for c in table.spec.primary_key]
     return versioned_delete(table, spark, df, version=spec.version, request_id=spec.request_id,
                             request_fingerprint=request.fingerprint, filters=filters)
 
 
-def _key_frame(spark: Any, spec: TableSpec, columns: Sequence[str], keys: list[dict[str, Any]]) -> Any:
-    """The key objects as a DataFrame of the key columns (their names matched case-insensitively)."""
-    from airflow_lake.lake.spark.schema import spark_type
-
+def typed_keys(spec: TableSpec, columns: Sequence[str], keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The key objects by the key columns' names, each value converted to its column's type where that is exact
+    (`types.exact_value`: the text "42" a template renders is 42 for an integer key; "4.0" or "abc" is refused,
+    naming the key). Nothing is read or written before this check."""
     wanted = {c.lower(): c for c in columns}
-    rows = []
+    out = []
     for i, key in enumerate(keys):
-        given = {c.lower(): v for c, v in key.items()}
+        given = {c.lower(): (c, v) for c, v in key.items()}
         missing = [c for low, c in wanted.items() if low not in given]
         extra = [c for c in key if c.lower() not in wanted]
         if missing or extra:
@@ -140,7 +142,16 @@ def _key_frame(spark: Any, spec: TableSpec, columns: Sequence[str], keys: list[d
             raise LakeSpecError(f"keys[{i}]", f"{key!r} does not name exactly the key columns {list(columns)}"
                                 f"{partitioned}: missing {missing}, not key columns {extra}.",
                                 f"Give each key as {{{', '.join(repr(c) + ': ...' for c in columns)}}}.")
-        rows.append(tuple(given[low] for low in wanted))
+        out.append({column: exact_value(spec.column(column).type, given[low][1], f"keys[{i}].{given[low][0]}")
+                    for low, column in wanted.items()})
+    return out
+
+
+def _key_frame(spark: Any, spec: TableSpec, columns: Sequence[str], keys: list[dict[str, Any]]) -> Any:
+    """The typed key objects (`typed_keys`) as a DataFrame of the key columns."""
+    from airflow_lake.lake.spark.schema import spark_type
+
+    rows = [tuple(key[c] for c in columns) for key in keys]
     from pyspark.sql.types import StructField, StructType
 
     schema = StructType([StructField(c, spark_type(spec.column(c).type), True) for c in columns])
@@ -150,10 +161,6 @@ def _key_frame(spark: Any, spec: TableSpec, columns: Sequence[str], keys: list[d
         types = ", ".join(f"{c} {spec.column(c).type}" for c in columns)
         raise LakeSpecError("keys", f"a key's value does not fit its column's type: {err}",
                             f"Give values of the key columns' types ({types}).") from err
-
-
-def _get(key: Mapping[str, Any], column: str) -> Any:
-    return next(v for c, v in key.items() if c.lower() == column.lower())
 
 
 def delete_for(table: LakeTable) -> Runner:

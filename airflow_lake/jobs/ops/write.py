@@ -12,6 +12,7 @@ from airflow_lake.lake.commit import requests
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.sources.load import Source, load
 from airflow_lake.lake.sources.strict_files import source_error
+from airflow_lake.lake.spark.schema import nullable_columns
 from airflow_lake.lake.spec.evolution import check_schema_evolution
 from airflow_lake.lake.spec.partitions import DYNAMIC, normalize_partitions
 from airflow_lake.lake.spec.strict import SpecReader
@@ -79,7 +80,9 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     if (first := requests.retry_result(table, request)) is not None:  # before the source is read: it may be gone
         return first
     scans: dict[str, dict[str, int]] = {}
-    df, reads = load(spark, spec.source, base_spec, scans, pin={table.url: base.seq})
+    # files (CSV headers, JSON keys) may lack nullable columns, as queries may: they read NULL (`schema.conform`)
+    df, reads = load(spark, spec.source, base_spec, scans, optional=nullable_columns(base_spec),
+                     pin={table.url: base.seq})
     try:
         entry = lake_write.write(table, df, mode=spec.mode, partitions=spec.partitions, request_id=spec.request_id,
                                  request_fingerprint=request.fingerprint,

@@ -41,6 +41,7 @@ from airflow_lake.lake.commit import requests
 from airflow_lake.lake.commit.reads import TableRead
 from airflow_lake.lake.commit.transaction import Transaction, begin
 from airflow_lake.lake.delete.predicate import DeletePredicate, parse_predicate, vet_where
+from airflow_lake.lake.delete.runtime_errors import evaluating
 from airflow_lake.lake.errors import LakeError, LakeSpecError
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
 from airflow_lake.lake.format.log import LogEntry
@@ -177,6 +178,15 @@ def delete(table: TableMetadata, spark: SparkSession, *, filters: Iterable[Seque
     predicate = parse_predicate(filters, where, snap.spec)
     if predicate.where is not None:
         predicate = dataclasses.replace(predicate, columns=vet_where(spark, predicate.where, snap.spec))
+    with evaluating(predicate.where):  # a `where` that fails on a row: a clear error, nothing committed
+        return _delete(table, spark, snap, predicate, base, request_id=request_id,
+                       request_fingerprint=request_fingerprint, dry_run=dry_run)
+
+
+def _delete(table: TableMetadata, spark: SparkSession, snap: Snapshot, predicate: DeletePredicate,
+            base: TableState, *, request_id: str | None, request_fingerprint: str | None,
+            dry_run: bool) -> DeleteResult:
+    """Steps 1 to 3 of the module docstring for a checked predicate."""
     started = time.monotonic()
     candidates, partitions, known = _candidates(spark, snap, predicate)
     if known is None and not dry_run and one_pass_fits(candidates):
@@ -201,8 +211,9 @@ def delete(table: TableMetadata, spark: SparkSession, *, filters: Iterable[Seque
 
 def plan_delete(table: TableMetadata, spark: SparkSession, snap: Snapshot, predicate: DeletePredicate) -> DeletePlan:
     """The candidate files and the matching rows per file, counted (steps 1 and 2 of the module docstring)."""
-    candidates, partitions, known = _candidates(spark, snap, predicate)
-    matches = known if known is not None else _count_matches(table, spark, snap, predicate, candidates)
+    with evaluating(predicate.where):
+        candidates, partitions, known = _candidates(spark, snap, predicate)
+        matches = known if known is not None else _count_matches(table, spark, snap, predicate, candidates)
     return _plan(snap, predicate, candidates, matches, partitions)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.format.data_files import ColumnStats, DataFile
+from airflow_lake.lake.spec.strict import check_depth
 from airflow_lake.lake.spec.table_spec import TableSpec
 from airflow_lake.lake.spec.types import STATS_TYPES, coerce_literal, is_decimal
 
@@ -34,6 +35,7 @@ def parse_filters(raw: Iterable[Sequence[Any]] | None, spec: TableSpec) -> list[
     out = []
     for i, item in enumerate(raw or ()):
         field = f"filters[{i}]"
+        check_depth(item, field, limit=2)  # [column, op, [v1, v2]]: deeper is no filter (and overflows repr)
         if not isinstance(item, Sequence) or isinstance(item, str) or len(item) != 3:
             raise LakeSpecError(field, f"{item!r} is not (column, op, value).",
                                 "Write filters like ['amount', '>=', 10].")

@@ -85,6 +85,10 @@ class RestoreTarget:
         return {self.field: value}
 
 
+# 9999-12-31T23:59:59Z: the last UNIX second a datetime (and `iso`) can take
+LATEST_SECONDS = 253_402_300_799
+
+
 def iso(seconds: float) -> str:
     """A UNIX time as ISO-8601 in UTC, to the millisecond."""
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -127,6 +131,10 @@ def parse_timestamp(value: Any, name: str = "to_timestamp") -> float:
                 stamp = None
             if stamp is not None:
                 seconds = (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)).timestamp()
+    if seconds is not None and math.isfinite(seconds) and seconds > LATEST_SECONDS:  # no datetime holds it
+        raise LakeSpecError(name, f"{value!r} is after the year 9999, the last time a date can name.",
+                            "Give a time in UNIX seconds (e.g. 1772344800, not milliseconds) or ISO-8601 (e.g. "
+                            "'2026-03-01T06:00:00Z'); to restore the latest snapshot, give its seq.")
     if seconds is None or not math.isfinite(seconds) or seconds < 0:
         raise LakeSpecError(name, f"{value!r} is not a point in time.",
                             "Give ISO-8601 (e.g. '2026-03-01T06:00:00Z'; without a zone it is UTC) or UNIX seconds "

@@ -43,7 +43,7 @@ def nanosecond_columns(path: str, max_files: int = MAX_FILES) -> dict[str, bool]
     if local is None or _GLOB.search(local):
         return {}
     found: dict[str, bool] = {}
-    for file in _data_files(local, max_files):
+    for file in data_files(local, max_files):
         try:
             schema = pq.read_metadata(file).schema
         except Exception:  # not Parquet, unreadable: Spark's own error says what it is
@@ -88,7 +88,8 @@ def mismatch_error(text: str, field: str = "source") -> LakeSpecError | None:
                          f"read as {expected.upper()} like the other files; nothing was committed.", FIX)
 
 
-def _data_files(local: str, limit: int) -> list[str]:
+def data_files(local: str, limit: int) -> list[str]:
+    """The first `limit` data files of a local Parquet source (a file, or a directory read as Spark reads it)."""
     if os.path.isfile(local):
         return [local]
     files: list[str] = []

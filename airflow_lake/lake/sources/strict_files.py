@@ -12,6 +12,7 @@ from urllib.parse import unquote
 
 from airflow_lake.lake.errors import LakeSchemaError, LakeSpecError
 from airflow_lake.lake.sources import nanos
+from airflow_lake.lake.sources.untyped import untyped_nulls
 from airflow_lake.lake.spark.schema import check_columns, spark_type
 from airflow_lake.lake.spec.table_spec import TableSpec
 
@@ -168,7 +169,8 @@ def read_files(spark: SparkSession, path: str, fmt: str, options: Mapping[str, s
             return _read_csv(spark, path, opts, mode, spec=spec, field=field, optional=optional)
         if fmt == "json":
             return _read_json(spark, path, opts, mode, spec=spec, field=field, optional=optional)
-        return spark.read.options(**opts).format(fmt).load(path)
+        df = spark.read.options(**opts).format(fmt).load(path)
+        return untyped_nulls(df, path) if fmt == "parquet" else df
     except AnalysisException as err:
         raise _read_error(err, path, fmt, field) from err
 

@@ -90,8 +90,11 @@ def new_columns(df: DataFrame, spec: TableSpec, *, ignore: Collection[str] = ())
         have = _type_name(item.dataType)
         if have == "void":
             raise LakeSpecError(f"schema_evolution ({item.name})", f"new column {item.name!r} is NULL in the source "
-                                "and has no type the table could take.",
-                                f"CAST it in the query, e.g. CAST(NULL AS STRING) AS {item.name}.")
+                                "and has no type the table could take (a query's NULL, or a Parquet column of "
+                                "Arrow type null).",
+                                f"CAST it in the query, e.g. CAST(NULL AS STRING) AS {item.name}, or write the "
+                                "files with a typed column (pyarrow: pa.array(values, type=pa.string())), or add "
+                                "the column with alter_table first.")
         out.append(Column(item.name, normalize_type(have, f"schema_evolution ({item.name})")))
     return out
 
@@ -153,18 +156,29 @@ def check_columns(names: list[str], spec: TableSpec, what: str, fix: str, option
 EVOLUTION_FIX = 'drop them from the query, or set schema_evolution to "add_columns" to add them to the table'
 
 
-def conform(df: DataFrame, spec: TableSpec) -> DataFrame:
-    """Select the table's columns from `df` in table order, or raise naming every mismatch and the fix."""
+def nullable_columns(spec: TableSpec) -> list[str]:
+    """The columns a write's source may lack (they read NULL): the nullable ones."""
+    return [c.name for c in spec.columns if c.nullable]
+
+
+def conform(df: DataFrame, spec: TableSpec, *, missing_as_null: bool = False) -> DataFrame:
+    """Select the table's columns from `df` in table order, or raise naming every mismatch and the fix.
+
+    `missing_as_null` (writes): a nullable column `df` lacks is NULL (Delta's behaviour: files and queries from
+    before a column was added still load); a missing NOT NULL column stays an error."""
     from pyspark.sql import functions as F
 
     names = [f.name for f in df.schema.fields]
     _raise_on_duplicates(names, "the source")
     source = {f.name.lower(): f for f in df.schema.fields}
-    problems = column_problems(names, spec, fix=EVOLUTION_FIX)
+    optional = nullable_columns(spec) if missing_as_null else ()
+    problems = column_problems(names, spec, fix=EVOLUTION_FIX, optional=optional)
     selected = []
     for col in spec.columns:
         field = source.get(col.name.lower())
         if field is None:
+            if col.name in optional:
+                selected.append(F.lit(None).cast(spark_type(col.type)).alias(col.name))
             continue
         have = _type_name(field.dataType)
         if have != col.type and col.type not in _WIDENINGS.get(have, frozenset()):

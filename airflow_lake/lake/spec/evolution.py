@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.spec.reserved import check_column_name
 from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.spec.table_spec import (
     DEFAULT_PROPERTIES,
@@ -232,6 +233,7 @@ def add_columns(spec: TableSpec, columns: Sequence[Column], *, merge_operators: 
 
 def _add(spec: TableSpec, change: Change) -> TableSpec:
     where = change.where
+    check_column_name(change.column, f"{where}.add")
     if spec.has_column(change.column):
         raise LakeSpecError(f"{where}.add", f"the table already has a column {spec.column(change.column).name!r} "
                             "(names are case-insensitive).", "Add a column under another name, or widen this one.")
@@ -306,6 +308,7 @@ def _rename(spec: TableSpec, change: Change, name: str, where: str, reason: str 
     to = change.to
     if to == name:
         raise LakeSpecError(f"{change.where}.to", f"column {name!r} already has that name.", "Give a new name.")
+    check_column_name(to, f"{change.where}.to")
     if to.lower() != name.lower() and spec.has_column(to):
         raise LakeSpecError(f"{change.where}.to", f"the table already has a column {spec.column(to).name!r} "
                             "(names are case-insensitive).", "Rename it to a name no column has.")

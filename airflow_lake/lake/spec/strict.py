@@ -20,6 +20,29 @@ from airflow_lake.lake.errors import LakeSpecError
 MAX_EXACT_INT = 2**53
 
 
+# No spec nests this deep (a filter is 3 levels, a clustering plan's layout 4): deeper is an attack or a bug, refused
+# before code that walks a value recursively (repr, json.dumps, fingerprints) meets a RecursionError.
+MAX_DEPTH = 32
+
+
+def check_depth(value: Any, field: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse a value of lists and objects nested more than `limit` levels deep (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list | tuple | set | frozenset):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            raise LakeSpecError(field, f"the value is nested more than {limit} levels deep.",
+                                "Give a flat value: lists and objects nest only as the field describes (e.g. a filter "
+                                "is [column, op, value], its value one value or a flat list).")
+        stack.extend((child, depth + 1) for child in children)
+
+
 class SpecReader:
     """Typed access to a JSON object; `done()` rejects fields nobody read (typos fail loudly)."""
 

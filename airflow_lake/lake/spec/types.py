@@ -102,6 +102,9 @@ def stats_value(type_name: str, value: Any) -> Any:
     return None
 
 
+_EARLIEST_MICROS, _LATEST_MICROS = -62_135_596_800_000_000, 253_402_300_799_999_999
+
+
 def _timestamp_micros(value: Any) -> int:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
@@ -143,7 +146,10 @@ def coerce_literal(type_name: str, value: Any, field: str) -> Any:
         if type_name in ("timestamp", "timestamp_ntz"):
             if isinstance(value, str):
                 value = dt.datetime.fromisoformat(value)
-            return _timestamp_micros(value)
+            micros = _timestamp_micros(value)
+            if not _EARLIEST_MICROS <= micros <= _LATEST_MICROS:  # no timestamp holds it (years 1 to 9999)
+                raise ValueError(value)
+            return micros
         if is_decimal(type_name):
             return decimal.Decimal(str(value))
     except (TypeError, ValueError, ArithmeticError) as err:
@@ -151,6 +157,85 @@ def coerce_literal(type_name: str, value: Any, field: str) -> Any:
         raise LakeSpecError(field, f"value {value!r} is not a valid {type_name}.", f"Give {hint}.") from err
     raise LakeSpecError(field, f"values of type {type_name} cannot be compared.",
                         "Filter on another column.")
+
+
+_INTEGER_TEXT = re.compile(r"^[+-]?[0-9]+$", re.ASCII)
+_INTEGER_BITS = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}
+
+
+def exact_value(type_name: str, value: Any, field: str) -> Any:
+    """`value` (as JSON or a template gives it: often text) as the Python value of a `type_name` column, when the
+    conversion is exact: the text "42" is 42 for an integer column; "4.0", "1e3", "abc", 4.5, True or a number
+    out of the type's range are refused (`LakeSpecError` naming `field`), never rounded or read another way."""
+    if value is None:
+        return None
+
+    def refuse(expected: str) -> LakeSpecError:
+        return LakeSpecError(field, f"{value!r} is not {expected} (the column is {type_name}).",
+                             f"Give {expected}, e.g. {_EXAMPLES.get(type_name, DECIMAL_EXAMPLE)}.")
+
+    if type_name in INTEGER_TYPES:
+        if isinstance(value, str) and _INTEGER_TEXT.match(value.strip()) and len(value) < 40:
+            value = int(value.strip())
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise refuse("a whole number written as digits")
+        bits = _INTEGER_BITS[type_name]
+        if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            raise refuse(f"a whole number from {-(2 ** (bits - 1))} to {2 ** (bits - 1) - 1}")
+        return value
+    if type_name == "string":
+        if not isinstance(value, str):
+            raise refuse("text (a JSON string)")
+        return value
+    if type_name == "boolean":
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        if not isinstance(value, bool):
+            raise refuse("true or false")
+        return value
+    if type_name == "date":
+        if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+            return value
+        if not isinstance(value, str) or not _ISO_DATE.match(value.strip()):
+            raise refuse("an ISO date")
+        try:
+            return dt.date.fromisoformat(value.strip())
+        except ValueError as err:
+            raise refuse("an ISO date") from err
+    if type_name in ("timestamp", "timestamp_ntz"):
+        if isinstance(value, dt.datetime):
+            return value
+        if not isinstance(value, str):
+            raise refuse("an ISO date and time")
+        try:
+            return dt.datetime.fromisoformat(value.strip())
+        except ValueError as err:
+            raise refuse("an ISO date and time") from err
+    if is_decimal(type_name):
+        precision, scale = decimal_parts(type_name)
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise refuse(f"a decimal number as text with at most {scale} digit(s) after the point")
+        try:
+            number = decimal.Decimal(value.strip() if isinstance(value, str) else value)
+        except ArithmeticError as err:
+            raise refuse("a decimal number as text") from err
+        if not number.is_finite() or "e" in str(value).lower():
+            raise refuse("a decimal number written out in digits")
+        exponent = number.as_tuple().exponent
+        assert isinstance(exponent, int)
+        if -exponent > scale and number != number.quantize(decimal.Decimal(1).scaleb(-scale)):
+            raise refuse(f"a decimal number with at most {scale} digit(s) after the point")
+        quantized = number.quantize(decimal.Decimal(1).scaleb(-scale))
+        if len(quantized.as_tuple().digits) > precision:
+            raise refuse(f"a decimal number of at most {precision} digit(s)")
+        return quantized
+    raise LakeSpecError(field, f"values of type {type_name} cannot be given here.", "Use another column.")
+
+
+_EXAMPLES = {"tinyint": "42", "smallint": "42", "int": "42", "bigint": "42", "string": '"abc"',
+             "boolean": "true", "date": '"2024-01-01"', "timestamp": '"2024-01-01T10:00:00"',
+             "timestamp_ntz": '"2024-01-01T10:00:00"'}
+DECIMAL_EXAMPLE = '"12.34"'
 
 
 # Integer types by width: each reads the narrower ones' values unchanged.

@@ -48,10 +48,12 @@ def parse_version(value: Any, field: str = "version") -> int:
             raise LakeSpecError(field, f"a number of {len(text)} digits is not a 64-bit whole number.",
                                 "Give e.g. 7 or '20240301'.")
         value = int(text)
+    given = value
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int) or not MIN_VERSION <= value <= MAX_VERSION:
-        raise LakeSpecError(field, f"{value!r} is not a 64-bit whole number.", "Give e.g. 7 or '20240301'.")
+        shown = repr(given) if len(repr(given)) <= 40 else f"a number of {len(str(value))} digits"  # (1e300)
+        raise LakeSpecError(field, f"{shown} is not a 64-bit whole number.", "Give e.g. 7 or '20240301'.")
     return value
 
 

@@ -46,6 +46,7 @@ def matches(data: DataFile, *filters: tuple[str, str, Any], spec: TableSpec = SP
     (("id", "=", 1.5), "not a valid bigint"),
     (("id", "=", True), "not a valid bigint"),
     (("id", "in", [1, "x"]), "not a valid bigint"),
+    (("id", "in", [[1]]), "nested more than 2 levels deep"),
     (("id", "between", [1, "x"]), "not a valid bigint"),
     (("name", "=", 5), "not a valid string"),
     (("d", "=", "2024-02-30"), "not a valid date"),

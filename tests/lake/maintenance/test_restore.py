@@ -106,6 +106,8 @@ def test_targets_by_instant_and_by_time(table_path: str) -> None:
     ({"to_timestamp": "yesterday"}, "to_timestamp", "is not a point in time"),
     ({"to_timestamp": "2001-01-01T00:00:00Z"}, "to_timestamp", "is before the table was created"),
     ({"to_timestamp": float("nan")}, "to_timestamp", "is not a point in time"),
+    ({"to_timestamp": 1e300}, "to_timestamp", "is after the year 9999"),  # was an OverflowError (issue 33)
+    ({"to_timestamp": "253402300800"}, "to_timestamp", "is after the year 9999"),
 ])
 def test_bad_targets_are_refused_before_anything_is_written(table_path: str, kwargs: dict[str, object], field: str,
                                                            text: str) -> None:

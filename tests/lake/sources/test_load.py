@@ -175,8 +175,10 @@ def test_csv_header_in_another_order_is_matched_by_name(spark: Any, table: LakeT
 
 def test_csv_header_with_wrong_names_is_refused(spark: Any, table: LakeTable, tmp_path: Path) -> None:
     source = csv(tmp_path / "s", "id,nme,amount,dt", [(3, "c", 30, "d2")])
-    refused(spark, table, {"path": source, "format": "csv"}, LakeSchemaError, "the CSV header lacks column(s) "
-            "['name']; add them to the files", "the CSV header has column(s) ['nme']")
+    refused(spark, table, {"path": source, "format": "csv"}, LakeSchemaError, "the CSV header has column(s) ['nme']")
+    no_id = csv(tmp_path / "no_id", "name,amount,dt", [("c", 30, "d2")])  # (a missing nullable column reads NULL)
+    refused(spark, table, {"path": no_id, "format": "csv"}, LakeSchemaError, "the CSV header lacks column(s) "
+            "['id']; add them to the files")
     still_writes(spark, table, tmp_path)
 
 

@@ -128,3 +128,15 @@ def test_the_state_round_trips_through_json_with_the_index() -> None:
     state = TableState(versions={-(2**63): 3, 2**63 - 1: 4, 7: 5})
     assert TableState.from_dict(state.to_dict()).versions == state.versions
     assert TableState.from_dict({k: v for k, v in state.to_dict().items() if k != "versions"}).versions is None
+
+
+@pytest.mark.parametrize(("value", "shown"), [(1e300, "1e+300"), (2**70, str(2**70)), (float("inf"), "inf"),
+                                              ("1e300", "'1e300'")])
+def test_a_version_out_of_range_is_named_shortly(value: object, shown: str) -> None:
+    """A float like 1e300 was printed as its 301 digits."""
+    from airflow_lake.lake.errors import LakeSpecError
+    from airflow_lake.lake.upsert.versions import parse_version
+
+    with pytest.raises(LakeSpecError) as caught:
+        parse_version(value)
+    assert str(caught.value).startswith(f"version: {shown} is not a ") and len(str(caught.value)) < 120
