@@ -15,12 +15,20 @@ asset event from `lake_ods_to_dm`) queues a run.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, task
 
 from airflow_lake.assets import table_asset
-from airflow_lake.examples.video_pipeline import DM_SORT_COLUMNS, SPARK_CONN_ID, TABLES
+from airflow_lake.compat import AirflowFailException
+from airflow_lake.examples.video_pipeline import (
+    DM_SORT_COLUMNS,
+    MAINTENANCE_PARAM_NAMES,
+    SPARK_CONN_ID,
+    TABLES,
+    refuse_unknown_params,
+)
 from airflow_lake.operators.clustering import ExecuteClusteringOperator, ScheduleClusteringOperator
 from airflow_lake.operators.compact_upserts import CompactUpsertsOperator
 from airflow_lake.operators.maintenance import LakeCleanOperator
@@ -55,6 +63,17 @@ with DAG(
     },
     doc_md=__doc__,
 ) as dag:
+
+    @task
+    def check_params(params: dict[str, Any] | None = None, dag_run: Any = None) -> None:
+        """Before any task runs: no conf key that is not one of this DAG's Params (a misspelt one would be
+        ignored in silence and the default used)."""
+        try:
+            refuse_unknown_params(params, dag_run, MAINTENANCE_PARAM_NAMES)
+        except ValueError as err:  # a bad Param: retrying cannot help
+            raise AirflowFailException(str(err)) from None
+
+    check = check_params()
     wait = CommitCountSensor(
         task_id="wait_for_dm_commits", table=DM, min_commits="{{ params.min_commits }}", deferrable=True,
         poke_interval=5, timeout=timedelta(hours=12), soft_fail=True,  # no new commits today: skip, not fail
@@ -72,5 +91,6 @@ with DAG(
         task_id="clean", retain_hours="{{ params.retain_hours }}", trigger_rule="none_failed", conn_id=SPARK_CONN_ID,
     ).expand(table=list(TABLES.values()))
 
-    wait >> plan >> cluster >> clean
+    check >> wait >> plan >> cluster >> clean
+    check >> compact
     compact >> clean

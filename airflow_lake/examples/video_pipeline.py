@@ -114,6 +114,8 @@ DAY_SCHEMA: dict[str, Any] = {
 # The Params of the pipeline DAG (dags/lake_ods_to_dm.py; a test keeps the two in step). Airflow takes any other
 # key of a run's conf in silence: a misspelt one ("dayy") would run with the default instead.
 PARAM_NAMES = ("day", "events_per_day", "buckets", "backfill_days")
+# The Params of the maintenance DAG (dags/lake_maintenance.py), checked the same way by its first task.
+MAINTENANCE_PARAM_NAMES = ("min_commits", "layout", "target_file_bytes", "retain_hours")
 # How far past today (UTC) a day may be: where it is already tomorrow, today's batch is tomorrow's date.
 FUTURE_SLACK = dt.timedelta(days=1)
 
@@ -130,17 +132,23 @@ def run_day(params: dict[str, Any], dag_run: Any, offset: int = 0) -> str:
     return (day + dt.timedelta(days=offset)).isoformat()
 
 
+def refuse_unknown_params(params: dict[str, Any] | None, dag_run: Any, names: tuple[str, ...]) -> None:
+    """Raise ValueError naming the first key of the run's Params or conf that is not one of the DAG's `names`:
+    Airflow takes such a key in silence, and a misspelt one ("dayy") would run with the default instead."""
+    given = [*(params or {}), *(getattr(dag_run, "conf", None) or {})]
+    unknown = sorted({str(k) for k in given} - set(names))
+    if unknown:
+        raise ValueError(f"{unknown[0]}: unknown Param (the run's conf has {unknown}, which this DAG does not take; "
+                         f"it would be ignored and the defaults used). Fix: use only {', '.join(names)}.")
+
+
 def check_params(params: dict[str, Any], dag_run: Any, today: dt.date | None = None) -> dict[str, Any]:
     """Check a run's Params before any task writes; what JSON Schema cannot say: the day (from the Param or
     the logical date) lies in range and not in the future, and no backfill day comes after it. A batch's
     version is its day (YYYYMMDD), so a future day would outrank every real batch up to that date, for good.
     A key that is no Param of the DAG (`PARAM_NAMES`: a misspelt one) is refused. Returns the day and the
     backfill days; raises ValueError naming the Param and the fix."""
-    given = [*(params or {}), *(getattr(dag_run, "conf", None) or {})]
-    unknown = sorted({str(k) for k in given} - set(PARAM_NAMES))
-    if unknown:
-        raise ValueError(f"{unknown[0]}: unknown Param (the run's conf has {unknown}, which this DAG does not take; "
-                         f"it would be ignored and the defaults used). Fix: use only {', '.join(PARAM_NAMES)}.")
+    refuse_unknown_params(params, dag_run, PARAM_NAMES)
     today = today or dt.datetime.now(dt.UTC).date()
     day = _date("day", run_day(params, dag_run))
     if not FIRST_DAY <= day <= LAST_DAY:

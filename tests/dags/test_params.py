@@ -18,6 +18,7 @@ from typing import Any
 import pendulum
 import pytest
 
+from airflow_lake.compat import AirflowFailException
 from airflow_lake.examples.video_pipeline import check_params, run_day
 from airflow_lake.jobs import run
 from airflow_lake.jobs.registry import validate
@@ -156,6 +157,26 @@ def test_an_unknown_param_key_is_refused_before_any_task_writes(dags: dict[str, 
     assert check_params(trigger_check(pipeline, good), SimpleNamespace(logical_date=run_of.logical_date, conf=good),
                         dt.date(2024, 1, 10))["day"] == "2024-01-03"
 
+
+
+def test_the_maintenance_dag_refuses_an_unknown_param_key_in_its_first_task(dags: dict[str, Any]) -> None:
+    """The maintenance DAG too (issue 33, item 8): its first task refuses a conf key that is no Param, and every
+    other task waits for it."""
+    from airflow_lake.examples.video_pipeline import MAINTENANCE_PARAM_NAMES
+
+    maintenance = dags["lake_maintenance"]
+    assert set(maintenance.params) == set(MAINTENANCE_PARAM_NAMES)
+    check = maintenance.get_task("check_params")
+    assert check.upstream_task_ids == set()
+    assert set(maintenance.task_dict) - {"check_params"} <= check.get_flat_relative_ids(upstream=False)
+    conf = {"min_comits": 5}
+    params = trigger_check(maintenance, conf)  # Airflow accepts it
+    run_of = SimpleNamespace(conf=conf)
+    with pytest.raises(AirflowFailException, match=r"^min_comits: unknown Param .* Fix: use only min_commits, "
+                       "layout, target_file_bytes, retain_hours"):
+        check.python_callable(params=params, dag_run=run_of)
+    assert check.python_callable(params=trigger_check(maintenance, {"layout": "HILBERT"}),
+                                 dag_run=SimpleNamespace(conf={"layout": "HILBERT"})) is None
 
 @pytest.mark.slow
 def test_a_future_backfill_day_fails_the_run_before_anything_is_written(tmp_path: Path) -> None:
