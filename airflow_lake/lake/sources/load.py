@@ -114,8 +114,9 @@ class QueryTable:
 def resolve_tables(source: Source, pin: Pin | None = None) -> tuple[QueryTable, ...]:
     """The lake tables of a query source, each at the snapshot the query reads: its `as_of`, else the job's base
     when it is the job's own table (`pin`, matched by table identity, never by the URL's spelling), else the
-    latest. Refused: a table with the pinned table's id at another place (a copy made by copying its files, or
-    the same table under another mount), which can be neither pinned safely nor told apart."""
+    latest. Refused without an `as_of`: a table with the pinned table's id at another place (a copy made by
+    copying its files, or the same table under another mount), which can be neither pinned safely nor told
+    apart."""
     from airflow_lake.lake.table import LakeTable
     from airflow_lake.lake.upsert.merge_read import raw_scan
 
@@ -123,10 +124,12 @@ def resolve_tables(source: Source, pin: Pin | None = None) -> tuple[QueryTable, 
     for ref in source.tables:
         table = LakeTable.open(ref.path)
         ident = table.identity()
-        own = pin is not None and ident == pin.identity
-        if own and pin is not None and table.canonical_url != pin.url:
+        pinned_url = pin.url if pin is not None and ident == pin.identity else None
+        elsewhere = pinned_url is not None and table.canonical_url != pinned_url
+        own = pinned_url is not None and not elsewhere
+        if elsewhere and ref.as_of is None:  # (a fixed snapshot of a copy needs no pin: it is read as any table)
             raise LakeSpecError(f"source.tables.{ref.name}", f"{ref.path!r} has the table id of the table this job "
-                                f"writes ({pin.url!r}) but lies at {table.canonical_url!r}: it is a copy made by "
+                                f"writes ({pinned_url!r}) but lies at {table.canonical_url!r}: it is a copy made by "
                                 "copying the table's files (its `_lake` directory included), or the same table "
                                 "under another mount. Which snapshot the query must read cannot be told; nothing "
                                 "was run.",

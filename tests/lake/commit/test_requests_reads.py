@@ -83,3 +83,18 @@ def test_a_commit_the_querys_filters_exclude_does_not_change_the_request(
     retry = run(spark, "write", append)
     assert retry["already_committed"] is True and retry["instant"] == first["instant"]
     assert sorted(r[0] for r in LakeTable.open(copy).read(spark).collect()) == [1, 2, 3, 4, 5]
+
+
+def test_an_upsert_from_lake_tables_whose_input_changed_is_refused_and_an_unchanged_retry_returns_the_first(
+        spark: Any, tmp_path: Path, orders: str) -> None:
+    customers = str(tmp_path / "customers")
+    LakeTable.create(customers, {"schema": "id BIGINT NOT NULL, v DOUBLE", "primary_key": ["id"],
+                                 "bucket": {"columns": ["id"], "count": 2}})
+    upsert = {"table": customers, "version": 1, "request_id": "2024-01-01-customers",
+              "source": {"query": "SELECT id, v FROM o", "tables": {"o": orders}}}
+    first = run(spark, "versioned_upsert", upsert)
+    assert run(spark, "versioned_upsert", upsert)["already_committed"] is True
+    run(spark, "write", {"table": orders, "source": {"path": write_source(tmp_path / "late.parquet", [100], "d1")}})
+    with pytest.raises(LakeSpecError, match=r"'2024-01-01-customers' committed instant .* o changed since"):
+        run(spark, "versioned_upsert", upsert)
+    assert LakeTable.open(customers).commit_log.head() == first["seq"]
