@@ -15,14 +15,18 @@ from typing import Any
 
 from airflow.sdk import Asset
 
-from airflow_lake.lake.format.storage import is_local, normalize_url
+from airflow_lake.lake.format.identity import canonical_url
+from airflow_lake.lake.format.storage import is_local
 
 GROUP = "lake"
 
 
 def table_uri(table: str) -> str:
-    """The table's asset URI: `file://` + its absolute path for a local table, else its URL."""
-    url = normalize_url(table)
+    """The table's asset URI: its canonical URL (`lake.format.identity`), with `file://` before a local table's
+    real path. Every spelling of one table (a symlinked path, `s3a://` for `s3://`, a trailing '/') gives the
+    same URI, so a DAG that declares the table one way and a task (or the Lake page) that names it another way
+    meet at one asset."""
+    url = canonical_url(table)
     return f"file://{url}" if is_local(url) else url
 
 

@@ -22,7 +22,12 @@ def test_a_table_has_one_uri_however_its_path_is_written(tmp_path: Path, monkeyp
     for spelling in (f"{tmp_path}/lake/t", f"{tmp_path}/lake/t/", "lake/t", f"file://{tmp_path}/lake/t",
                      f"{tmp_path}/lake/../lake/t"):
         assert table_uri(spelling) == expected, spelling
-    assert table_uri("s3a://bucket/lake/t/") == "s3a://bucket/lake/t"
+    (tmp_path / "lake" / "t").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "lake")
+    assert table_uri(f"{tmp_path}/link/t") == expected  # a symlinked path: the real path (issue 33 item 2)
+    for spelling in ("s3a://bucket/lake/t/", "s3://bucket/lake/t", "S3://bucket/lake/t", "s3n://bucket/lake/t"):
+        assert table_uri(spelling) == "s3://bucket/lake/t", spelling  # the store's own scheme, as the project's
+    assert table_uri("gcs://bucket/t/") == table_uri("gs://bucket/t") == "gs://bucket/t"
     asset = table_asset("/lake/t")
     assert (asset.uri, asset.name, asset.group) == ("file:///lake/t", "file:///lake/t", "lake")
 

@@ -310,6 +310,9 @@ def test_dataset_names_follow_the_openlineage_naming_spec(tmp_path: Path, monkey
     monkeypatch.chdir(tmp_path)
     assert dataset_id("lake/t") == ("file", str(tmp_path / "lake" / "t"))  # relative paths are absolute
     assert dataset_id("file:///lake/t/") == ("file", "/lake/t")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert dataset_id(str(tmp_path / "link" / "t")) == ("file", str(tmp_path / "real" / "t"))  # one node per table
     assert dataset_id("s3://bucket/lake/t") == ("s3://bucket", "lake/t")
     assert dataset_id("s3a://bucket/lake/t/") == ("s3://bucket", "lake/t")
     assert dataset_id("gcs://bucket/t") == ("gs://bucket", "t")

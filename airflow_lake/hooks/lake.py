@@ -212,25 +212,32 @@ class LakeHook(BaseHook):
             self._connect = self._running = None  # before closing: a kill from here on finds nothing to kill
             client.close()
 
-    def _committed(self, operation: str, table: str, request_id: str) -> bool:
-        """Whether an instant of `request_id` completed before this run (a retry of a committed task)."""
+    def _committed(self, operation: str, table: str, request_id: str) -> str | None:
+        """The instant of `request_id` that completed before this run (a retry of a committed task), if any."""
         from airflow_lake.lake.commit import requests
         from airflow_lake.lake.table import LakeTable
 
         try:
-            return requests.committed(LakeTable.open(table), requests.Request(operation, request_id)) is not None
+            entry = requests.committed(LakeTable.open(table), requests.Request(operation, request_id))
         except LakeError:  # no table yet, or an id of another operation: the job itself says what is wrong
-            return False
+            return None
+        return None if entry is None else entry.instant
 
     def read_metrics(self, operation: str, table: str, request_id: str, *,
-                     already_committed: bool = False) -> dict[str, Any]:
-        """The metrics stored in the instant recorded with `request_id` (an empty result for a no-op)."""
+                     already_committed: bool | str | None = False) -> dict[str, Any]:
+        """The metrics stored in the instant recorded with `request_id` (an empty result for a no-op).
+
+        `already_committed`: the flag to report, or the instant the request had committed before this run (then
+        the flag says whether the recorded instant is still that one: an overwrite whose lake inputs changed runs
+        again under the same id, `commit.requests`)."""
         from airflow_lake.lake.commit import requests
         from airflow_lake.lake.table import LakeTable
 
         lake = LakeTable.open(table)
-        stored = requests.recorded_result(lake, requests.Request(operation, request_id),
-                                          already_committed=already_committed)
+        entry = requests.committed(lake, requests.Request(operation, request_id))
+        before = already_committed if isinstance(already_committed, bool) else \
+            already_committed is not None and entry is not None and entry.instant == already_committed
+        stored = None if entry is None else requests.result(lake.url, operation, entry, already_committed=before)
         if stored is None and operation == "write":
             raise LakeJobError(f"spark-submit succeeded but no instant of request {request_id} is on {table!r}.")
         return requests.result(lake.url, operation, None, noop=True) if stored is None else stored

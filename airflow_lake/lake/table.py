@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.lake.commit import recovery, requests
 from airflow_lake.lake.commit.transaction import Transaction, begin
 from airflow_lake.lake.errors import LakeError, LakeSpecError, LakeTableExists, LakeTableNotFound
-from airflow_lake.lake.format import instants, spec_history, table_roots
+from airflow_lake.lake.format import identity, instants, spec_history, table_roots
 from airflow_lake.lake.format.filters import may_match, parse_filters
 from airflow_lake.lake.format.log import CommitLog, LogEntry
 from airflow_lake.lake.format.snapshots import TableState
@@ -67,7 +67,8 @@ class LakeTable(TableMetadata):
         now = time.time()
         entry = LogEntry(seq=0, instant=instants.format_id(int(now * 1000)), action="create",
                          operation="create_table", started_at=now, completed_at=now,
-                         request_id=request_id, metadata={"spec": table_spec.to_dict()},
+                         request_id=request_id,
+                         metadata={"spec": table_spec.to_dict(), identity.TABLE_ID: identity.new_table_id()},
                          metrics={"columns": len(table_spec.columns), "created": True})
         if table.commit_log.head() < 0:
             # a name the format or Spark uses itself would make the table unreadable (`spec.reserved`); an existing

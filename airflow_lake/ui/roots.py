@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_lake.lake.errors import LakeError
-from airflow_lake.lake.format import stores, table_roots
+from airflow_lake.lake.format import table_roots
+from airflow_lake.lake.format.identity import canonical_url
 from airflow_lake.lake.format.storage import is_local, normalize_url
 
 MAX_DEPTH = 4  # how deep under a root tables are looked for
@@ -67,7 +68,7 @@ def configured_roots() -> list[str]:
 
 def _root(text: str) -> str:
     url = normalize_url(text.strip())
-    return os.path.realpath(url) if is_local(url) else url
+    return canonical_url(url) if is_local(url) else url  # (a store root is shown as configured)
 
 
 def is_store_root(root: str) -> bool:
@@ -123,30 +124,21 @@ def _resolve_on_store(ref: str, index: int, parts: list[str], root: str) -> Tabl
 
 
 def relative_to_root(table: str, root: str) -> str | None:
-    """The path of the table `table` (a path or URL) under `root`, or None if it is not strictly under it. Local:
-    by real paths. A store: by URL, the scheme's aliases taken as one (s3a:// is s3://)."""
+    """The path of the table `table` (a path or URL) under `root`, or None if it is not strictly under it: by the
+    canonical URLs of both (`format.identity`: real paths locally; a store's scheme aliases taken as one, s3a:// is
+    s3://), the one spelling the table's asset and lineage name use too."""
     try:
-        url = normalize_url(table)
+        url = canonical_url(table)
     except LakeError:  # empty, NUL
         return None
-    if is_store_root(root):
-        if is_local(url):
-            return None
-        key, base = _store_key(url), _store_key(root) + "/"
-        return key[len(base):] if key.startswith(base) and len(key) > len(base) else None
+    if is_local(url) != is_local(root):
+        return None
+    base = canonical_url(root)
     if not is_local(url):
+        return url[len(base) + 1:] if url.startswith(base + "/") and len(url) > len(base) + 1 else None
+    if os.path.commonpath([url, base]) != base or url == base:
         return None
-    path = os.path.realpath(url)
-    if os.path.commonpath([path, root]) != root or path == root:
-        return None
-    return os.path.relpath(path, root)
-
-
-def _store_key(url: str) -> str:
-    """`url` with its scheme replaced by the store's own protocol (s3a -> s3, abfss -> abfs, gcs -> gs)."""
-    store = stores.store_of(url)
-    scheme, sep, rest = url.partition("://")
-    return f"{store.protocol if store else scheme.lower()}{sep}{rest}"
+    return os.path.relpath(url, base)
 
 
 def _inside(path: str, directory: str) -> bool:

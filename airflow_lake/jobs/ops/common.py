@@ -23,14 +23,20 @@ def table_path(reader: SpecReader) -> str:
     return path
 
 
-def request_of(operation: str, spec: Any, *, ignore: Collection[str] = ()) -> Request:
+def request_of(operation: str, spec: Any, *, ignore: Collection[str] = (), reads: Mapping[str, Any] | None = None,
+               rebuild: bool = False) -> Request:
     """The request a parsed spec (a dataclass with `request_id`) makes, fingerprinted over the fields that
     define its result: all but `table` (where, not what), `request_id` and `ignore` (settings that change how it
-    runs, not what it commits, such as parallelism), so an Airflow retry matches and a reused id does not."""
+    runs, not what it commits, such as parallelism), so an Airflow retry matches and a reused id does not.
+
+    `reads`: what its query reads of other lake tables (`sources.load.snapshots_read`), compared on its own so
+    that commits from before it was recorded still match; `rebuild`: an overwrite, which runs again when they
+    changed (`commit.requests`)."""
     request_id = spec.request_id
     inputs = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)
               if f.name not in {"table", "request_id", *ignore}}
-    return Request(operation, request_id, fingerprint(inputs) if request_id else None)
+    return Request(operation, request_id, fingerprint(inputs) if request_id else None,
+                   (reads or None) if request_id else None, rebuild)
 
 
 def plain_table(table: LakeTable) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from airflow_lake.jobs.ops.common import request_of, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.commit import requests
+from airflow_lake.lake.commit.reads import Pin
 from airflow_lake.lake.delete.copy_on_write import OPERATION, DeleteResult, delete
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.sources.load import Source, load
@@ -115,7 +116,7 @@ def _versioned(table: LakeTable, spark: Any, spec: DeleteSpec, request: requests
     if isinstance(spec.keys, Source):
         key_spec = TableSpec(columns=tuple(table.spec.column(k) for k in spec_keys))
         state = table.state()
-        df, _ = load(spark, spec.keys, key_spec, pin={table.url: state.seq})
+        df, _ = load(spark, spec.keys, key_spec, pin=Pin.of(table, state))
         filters = None
     else:
         keys = typed_keys(table.spec, spec_keys, spec.keys)

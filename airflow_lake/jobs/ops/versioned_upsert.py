@@ -9,8 +9,9 @@ from typing import Any
 from airflow_lake.jobs.ops.common import check_source_filters, request_of, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.commit import requests
+from airflow_lake.lake.commit.reads import Pin
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.sources.load import Source, load
+from airflow_lake.lake.sources.load import Source, load, resolve_tables, snapshots_read
 from airflow_lake.lake.sources.strict_files import source_error
 from airflow_lake.lake.spec.evolution import ADD_COLUMNS, check_schema_evolution
 from airflow_lake.lake.spec.strict import SpecReader
@@ -71,9 +72,11 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
     base = table.state()  # before anything is read: the spec, the applied versions, a query over this table
     table_spec = stored_spec(base.spec)
     # (left out, the evolution fields are not part of the fingerprint: retries recorded before them still match)
+    pin = Pin.of(table, base)
+    query_tables = resolve_tables(spec.source, pin)  # metadata only: which snapshots and files the query reads
     request = request_of(OPERATION, spec, ignore=(() if spec.schema_evolution == ADD_COLUMNS
                                                   else ("schema_evolution", "merge_operators"))
-                         + (() if spec.delete_column else ("delete_column",)))
+                         + (() if spec.delete_column else ("delete_column",)), reads=snapshots_read(query_tables))
     if (prior := requests.committed(table, request)) is not None:  # before the source is read: it may be gone
         return {"table": table.url, "operation": OPERATION, **result_metrics(Upserted(prior, True))}
     column = spec.version_column or (None if spec.version is not None else table_spec.version_column)
@@ -84,12 +87,13 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
     if not table_spec.has_column(marker):
         source_spec = TableSpec(columns=(*source_spec.columns, Column(marker, "boolean")))
     df, reads = load(spark, spec.source, source_spec, optional=[*value_columns(table_spec), marker],
-                     pin={table.url: base.seq})
+                     pin=pin, tables=query_tables)
     try:
         upserted = versioned_upsert(table, df, version=spec.version, version_column=spec.version_column,
                                     replace_version=spec.replace_version, request_id=spec.request_id,
                                     request_fingerprint=request.fingerprint,
-                                    base=base, table_reads=reads.get(table.url, ()),
+                                    request_reads=request.reads,
+                                    base=base, table_reads=reads.get(pin.identity, ()),
                                     schema_evolution=spec.schema_evolution, merge_operators=spec.merge_operators,
                                     delete_column=spec.delete_column)
     except Exception as err:  # a source file Spark refused mid-write, as a clear error

@@ -9,8 +9,9 @@ from typing import Any
 from airflow_lake.jobs.ops.common import NothingToDo, check_source_filters, plain_table, request_of, table_path
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.commit import requests
+from airflow_lake.lake.commit.reads import Pin
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.sources.load import Source, load
+from airflow_lake.lake.sources.load import Source, load, resolve_tables, snapshots_read
 from airflow_lake.lake.sources.strict_files import source_error
 from airflow_lake.lake.spark.schema import nullable_columns
 from airflow_lake.lake.spec.evolution import check_schema_evolution
@@ -68,28 +69,34 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     """Run the write; a retry with the same request_id returns the first run's metrics (and one with other
     inputs is refused: `commit.requests`). `max_exchanges` is a guard, not an input of the data.
 
-    A query that reads the table itself reads it at the write's base: what it saw is what the commit
-    is checked against (WriteSerializable, `lake.reads`)."""
+    A query's lake tables are inputs too: the same request id over tables that hold other files now is not a
+    retry. An overwrite then runs again (it rebuilds from the current snapshots); an append is refused.
+
+    A query that reads the table itself (under any spelling of its URL: tables are matched by identity) reads it
+    at the write's base: what it saw is what the commit is checked against (WriteSerializable, `lake.reads`)."""
     table = LakeTable.open(spec.table)
     base = table.state()  # before anything is read: the spec, the partitions, a query over this table
     base_spec = stored_spec(base.spec)
     normalize_partitions(base_spec, spec.partitions)  # fail before reading the source
+    pin = Pin.of(table, base)
+    query_tables = resolve_tables(spec.source, pin)  # metadata only: which snapshots and files the query reads
     # (left out, schema_evolution is not part of the fingerprint: retries recorded before it existed still match)
     request = request_of("write", spec, ignore=("max_exchanges", *(("schema_evolution",)
-                                                                   if spec.schema_evolution == "none" else ())))
+                                                                   if spec.schema_evolution == "none" else ())),
+                         reads=snapshots_read(query_tables), rebuild=spec.mode == "overwrite")
     if (first := requests.retry_result(table, request)) is not None:  # before the source is read: it may be gone
         return first
     scans: dict[str, dict[str, int]] = {}
     # files (CSV headers, JSON keys) may lack nullable columns, as queries may: they read NULL (`schema.conform`)
-    df, reads = load(spark, spec.source, base_spec, scans, optional=nullable_columns(base_spec),
-                     pin={table.url: base.seq})
+    df, reads = load(spark, spec.source, base_spec, scans, optional=nullable_columns(base_spec), pin=pin,
+                     tables=query_tables)
     try:
         entry = lake_write.write(table, df, mode=spec.mode, partitions=spec.partitions, request_id=spec.request_id,
-                                 request_fingerprint=request.fingerprint,
+                                 request_fingerprint=request.fingerprint, request_reads=request.reads,
                                  metadata={"source": spec.source.describe()},
                                  metrics={"source_scans": scans} if scans else None,
                                  max_exchanges=spec.max_exchanges, base=base,
-                                 table_reads=reads.get(table.url, ()), schema_evolution=spec.schema_evolution)
+                                 table_reads=reads.get(pin.identity, ()), schema_evolution=spec.schema_evolution)
     except Exception as err:  # a source file Spark refused mid-write, as a clear error
         clear = source_error(err)
         if clear is None:

@@ -11,10 +11,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airflow_lake.lake.format.data_files import DataFile
 from airflow_lake.lake.format.filters import Filter, may_match
 from airflow_lake.lake.spec.table_spec import TableSpec
+
+if TYPE_CHECKING:
+    from airflow_lake.lake.format.snapshots import TableState
+    from airflow_lake.lake.format.table_metadata import TableMetadata
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The table a job commits to, at the job's base: a query of the job that reads this table (under any
+    spelling of its URL: it is matched by `identity`) reads this snapshot, and its reads are checked by the
+    commit. `url` is the table's canonical URL, to tell a copy of it (same id, another place) from itself."""
+
+    identity: str
+    url: str
+    seq: int
+
+    @classmethod
+    def of(cls, table: TableMetadata, base: TableState) -> Pin:
+        """The pin of `table` at its state `base`."""
+        return cls(table.identity(base), table.canonical_url, base.seq)
 
 
 @dataclass(frozen=True)

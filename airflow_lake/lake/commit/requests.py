@@ -9,6 +9,14 @@ request id and without settings that do not change the result), recorded with th
 same request id and operation but another fingerprint is not a retry but another load under a reused id, and is
 refused before anything is written; taking the first commit for its result would silently drop its data.
 Entries committed before fingerprints existed carry none and are taken as the retry's, as they always were.
+
+A request whose query reads lake tables also depends on what those tables held: the same spec over other
+snapshots is another request. Its commit records what it read of them (`READS`: per view the table's identity and
+a digest of the files read, `sources.load.snapshots_read`); a later call with the same id whose tables now hold
+other files is not a retry. An overwrite (`Request.rebuild`) then runs again: it replaces what the first one
+wrote, from the new snapshots, which is what re-running a rebuild is for. Anything else (an append, an upsert)
+is refused, naming the views that changed: running it again would add its rows a second time. A retry whose
+tables did not change returns the first result, as any retry does.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,7 +40,9 @@ if TYPE_CHECKING:
     from airflow_lake.lake.format.log import LogEntry
     from airflow_lake.lake.format.table_metadata import TableMetadata
 
+log = logging.getLogger(__name__)
 FINGERPRINT = "request_fingerprint"  # the metadata key of a commit (or a stored plan) that records it
+READS = "request_reads"  # the metadata key of a commit that records what its query read of other lake tables
 FIX = "Give each distinct load its own request id (Airflow's is dag/task/run/map index)."
 
 
@@ -43,6 +54,10 @@ class Request:
     operation: str
     request_id: str | None
     fingerprint: str | None = None
+    # what its query reads of lake tables other than its own (`sources.load.snapshots_read`); None: no query
+    reads: Mapping[str, Any] | None = None
+    # an overwrite: with other snapshots read than its commit recorded, it runs again instead of being refused
+    rebuild: bool = False
 
     def __post_init__(self) -> None:
         # "" used to pass for "no request id", so a template that rendered empty silently turned a retry into a
@@ -54,7 +69,22 @@ class Request:
 
     def metadata(self) -> dict[str, str]:
         """What a commit of this request records, so a later call can tell a retry from a reused id."""
-        return {FINGERPRINT: self.fingerprint} if self.request_id and self.fingerprint else {}
+        out: dict[str, Any] = {}
+        if self.request_id and self.fingerprint:
+            out[FINGERPRINT] = self.fingerprint
+        if self.request_id and self.reads:
+            out[READS] = _canonical(self.reads)
+        return out
+
+    def changed_reads(self, recorded: Mapping[str, Any]) -> list[str]:
+        """The views whose table holds other files (or is another table) than when `recorded` (a commit's
+        metadata) was committed; empty when nothing changed or nothing can be compared (no query, or a commit
+        from before reads were recorded)."""
+        theirs = recorded.get(READS)
+        if not self.reads or not isinstance(theirs, Mapping):
+            return []
+        ours = _canonical(self.reads)
+        return sorted(name for name in {*ours, *theirs} if ours.get(name) != theirs.get(name))
 
     def check_same(self, recorded: Mapping[str, Any], where: str) -> None:
         """Refuse this request if what `where` recorded (its metadata) has another fingerprint."""
@@ -99,7 +129,22 @@ def committed(table: TableMetadata, request: Request | None) -> LogEntry | None:
     """
     if request is None or not request.request_id:
         return None
-    return find_committed(table, request.request_id, request.operation, request.fingerprint)
+    entry = find_committed(table, request.request_id, request.operation, request.fingerprint)
+    changed = [] if entry is None else request.changed_reads(entry.metadata)
+    if entry is None or not changed:
+        return entry
+    views = ", ".join(changed)
+    if request.rebuild:
+        log.info("request %r committed instant %s from other snapshots of %s: the overwrite runs again from the "
+                 "tables as they are now", request.request_id, entry.instant, views)
+        return None
+    raise LakeSpecError("request_id", f"{request.request_id!r} committed instant {entry.instant} (log entry "
+                        f"{entry.seq}) from what the lake table(s) of its query held then, and {views} changed since: "
+                        f"this {request.operation} is not a retry of it, and running it again would add its rows a "
+                        "second time. Nothing was written.",
+                        "To add the rows of the new snapshots, give this run its own request id; a retry of the "
+                        "first run needs the tables as they were (restore them, or read them with `as_of`). An "
+                        "overwrite from lake tables needs no fixed request id: it rebuilds from the current snapshots.")
 
 
 def find_committed(table: TableMetadata, request_id: str | None, operation: str | None = None,
@@ -167,5 +212,5 @@ def retry_result(table: TableMetadata, request: Request | None) -> dict[str, Any
     return recorded_result(table, request, already_committed=True)
 
 
-__all__ = ["FINGERPRINT", "Request", "committed", "entry_result", "find_committed", "fingerprint", "recorded_result",
-           "result", "retry_result"]
+__all__ = ["FINGERPRINT", "READS", "Request", "committed", "entry_result", "find_committed", "fingerprint",
+           "recorded_result", "result", "retry_result"]

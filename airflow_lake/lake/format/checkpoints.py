@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 
 from airflow_lake.lake.format import history, paths
 from airflow_lake.lake.format.data_files import DataFile
+from airflow_lake.lake.format.identity import TABLE_ID
 from airflow_lake.lake.format.stats_columns import (
     UNREADABLE,
     LazyStats,
@@ -50,6 +51,7 @@ from airflow_lake.lake.format.storage import Storage, loads
 from airflow_lake.lake.format.table_state import (
     TableState,
     spec_changes_from,
+    table_id_from,
     versions_from_pairs,
     versions_to_pairs,
 )
@@ -106,6 +108,8 @@ def encode(state: TableState) -> bytes:
         meta["versions"] = versions_to_pairs(state.versions)
     if state.spec_changes is not None:
         meta["spec_changes"] = state.spec_changes
+    if state.table_id is not None:
+        meta[TABLE_ID] = state.table_id
     text = json.dumps(meta, separators=(",", ":"), sort_keys=True, default=str).encode()
     table = pa.Table.from_arrays(list(columns.values()), names=list(columns))
     table = table.replace_schema_metadata({STATE_KEY: text, CRC_KEY: str(zlib.crc32(text)).encode()})
@@ -211,7 +215,8 @@ def decode(data: bytes, recover: Callable[[], StatsOf] | None = None) -> TableSt
                       dict(meta["instants"]), dict(meta["requests"]), dict(meta["rolled_back"]),
                       int(meta["cleaned_before"]), float(meta["completed_at"]),
                       versions_from_pairs(meta.get("versions")),  # absent: written before the index
-                      spec_changes_from(meta.get("spec_changes")))  # (the same)
+                      spec_changes_from(meta.get("spec_changes")),  # (the same)
+                      table_id_from(meta.get(TABLE_ID)))  # absent: a table (or checkpoint) from before ids
 
 
 @contextmanager

@@ -102,8 +102,8 @@ def open_fs(url: str) -> tuple[Any, str]:
     if store is not None:
         options["use_listings_cache"] = False
         scheme = scheme_of(url)
-        if scheme != store.protocol:  # s3a:// -> s3://, abfss:// -> abfs://, gcs:// -> gs://: one implementation
-            target = store.protocol + url[len(scheme):]
+        # s3a:// -> s3://, abfss:// -> abfs://, gcs:// -> gs://: one implementation (S3:// too: schemes ignore case)
+        target = store.protocol + url[len(scheme):]
     try:
         fs, root = fsspec.core.url_to_fs(target, **options)
     except ImportError as err:

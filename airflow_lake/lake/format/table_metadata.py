@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound, LakeSpecError
-from airflow_lake.lake.format import history, instants
+from airflow_lake.lake.format import history, identity, instants
 from airflow_lake.lake.format.instants import Instant
 from airflow_lake.lake.format.log import RETENTION_PROPERTY, CommitLog, LogEntry, carrying
 from airflow_lake.lake.format.snapshots import Snapshot, SnapshotResolver, TableState, snapshot_of
@@ -40,6 +40,22 @@ class TableMetadata:
     def url(self) -> str:
         """The table's normalized URL."""
         return self.storage.url
+
+    @property
+    def table_id(self) -> str | None:
+        """The id the table's create entry gave it (None: created before ids existed)."""
+        return self.state().table_id
+
+    def identity(self, state: TableState | None = None) -> str:
+        """The table's one identity (`format.identity`), whatever the spelling of its URL: what pins a job's reads
+        of its own table and keys the reads its commit is checked against. `state`: one already resolved."""
+        return identity.identity((self.state() if state is None else state).table_id, self.url)
+
+    @property
+    def canonical_url(self) -> str:
+        """The table's URL in its one spelling (real path; a store's own scheme): its name for assets, lineage
+        and the Lake page."""
+        return identity.canonical_url(self.url)
 
     # -- state, snapshots, timeline ------------------------------------------------------------------
     def state(self, seq: int | None = None) -> TableState:

@@ -18,11 +18,13 @@ from typing import Any
 
 from airflow_lake.lake.errors import LakeSnapshotNotFound
 from airflow_lake.lake.format.data_files import DataFile
+from airflow_lake.lake.format.identity import TABLE_ID
 from airflow_lake.lake.format.log import COMPLETES, PLAN_REQUEST_ID, LogEntry
 from airflow_lake.lake.spec.bucketing import MURMUR3, Bucketing
 
 JSON_FORMAT = 1  # the JSON form of `to_dict`, which checkpoints used before they were Parquet
 UPSERT_ACTION = "upsert"  # entries whose metadata `versions` the version index records (`upsert/versions.py`)
+CREATE_ACTION = "create"  # the first entry: its metadata holds the table id
 RESTORE_ACTION = "restore"  # entries whose metadata `versions` and `requests` replace the indexes
 
 
@@ -46,11 +48,15 @@ class TableState:
     # seqs of the entries that set the spec, oldest first (0: the create), so the spec's history costs a few
     # log reads (`spec_history.py`); None: not known (a checkpoint written before the index)
     spec_changes: list[int] | None = field(default_factory=list)
+    # the id the create entry gave the table (`identity.py`); None: a table created before ids existed
+    table_id: str | None = None
 
     def apply(self, entry: LogEntry) -> None:
         """Fold one entry into the state."""
         if entry.seq != self.seq + 1:
             raise LakeSnapshotNotFound(f"log entry {entry.seq} follows {self.seq}: the log has a gap.")
+        if entry.action == CREATE_ACTION and isinstance(entry.metadata.get(TABLE_ID), str):
+            self.table_id = entry.metadata[TABLE_ID]
         if "spec" in entry.metadata:
             if entry.metadata["spec"].get("bucket") != self.spec.get("bucket"):  # else every file reads as before
                 _stamp_bucketing(self.files, self.spec)
@@ -95,7 +101,7 @@ class TableState:
                           dict(self.tombstones), dict(self.instants), dict(self.requests),
                           dict(self.rolled_back), self.cleaned_before, self.completed_at,
                           None if self.versions is None else dict(self.versions),
-                          None if self.spec_changes is None else list(self.spec_changes))
+                          None if self.spec_changes is None else list(self.spec_changes), self.table_id)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the legacy checkpoint format; also handy for tools)."""
@@ -106,6 +112,7 @@ class TableState:
             "cleaned_before": self.cleaned_before, "completed_at": self.completed_at,
             **({} if self.versions is None else {"versions": versions_to_pairs(self.versions)}),
             **({} if self.spec_changes is None else {"spec_changes": self.spec_changes}),
+            **({} if self.table_id is None else {TABLE_ID: self.table_id}),
         }
 
     @classmethod
@@ -115,7 +122,8 @@ class TableState:
         return cls(int(raw["seq"]), raw["instant"], dict(raw["spec"]), {f.path: f for f in files},
                    dict(raw["tombstones"]), dict(raw["instants"]), dict(raw["requests"]),
                    dict(raw["rolled_back"]), int(raw["cleaned_before"]), float(raw["completed_at"]),
-                   versions_from_pairs(raw.get("versions")), spec_changes_from(raw.get("spec_changes")))
+                   versions_from_pairs(raw.get("versions")), spec_changes_from(raw.get("spec_changes")),
+                   table_id_from(raw.get(TABLE_ID)))
 
 
 def upsert_versions(entry: LogEntry) -> list[int]:
@@ -148,6 +156,11 @@ def versions_from_pairs(pairs: Any) -> dict[int, int] | None:
 def spec_changes_from(raw: Any) -> list[int] | None:
     """The stored spec change index; None when a stored state predates it."""
     return None if raw is None else [int(seq) for seq in raw]
+
+
+def table_id_from(raw: Any) -> str | None:
+    """The stored table id; None when a stored state predates ids (or the table does)."""
+    return raw if isinstance(raw, str) and raw else None
 
 
 def _stamp_bucketing(files: dict[str, DataFile], spec: Mapping[str, Any]) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake.commit.reads import TableRead
+from airflow_lake.lake.commit.reads import Pin, TableRead
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.sources.query_guard import read_only_query
 from airflow_lake.lake.sources.strict_files import read_files, read_mode, refuse_lake_table_path
@@ -16,6 +18,10 @@ from airflow_lake.lake.spec.table_spec import IDENTIFIER, TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from airflow_lake.lake.format.snapshots import Snapshot
+    from airflow_lake.lake.spark.scan import Scan
+    from airflow_lake.lake.table import LakeTable
 
 FORMATS = ("parquet", "csv", "json")
 
@@ -93,37 +99,98 @@ class Source:
         return cls(query=query, tables=tuple(refs))
 
 
-def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, dict[str, int]] | None = None,
-         optional: Collection[str] = (), *, pin: Mapping[str, int] | None = None
-         ) -> tuple[DataFrame, dict[str, list[TableRead]]]:
-    """The source as a DataFrame, and per lake table URL the scans it reads (for the isolation check).
+@dataclass(frozen=True)
+class QueryTable:
+    """A lake table a query reads, resolved (metadata only, no Spark): the snapshot and the files it reads."""
 
-    `pin` maps table URLs to the snapshot a query reads them at when its reference names no `as_of`: the
-    table a job commits to is read at the job's base (`LakeTable.begin(base=...)`), never at a newer state.
+    ref: TableRef
+    table: LakeTable
+    identity: str  # `TableMetadata.identity`: the same for every spelling of the table's URL
+    snapshot: Snapshot
+    scan: Scan
+    own: bool  # the table the job commits to, read at the job's base (the pin)
+
+
+def resolve_tables(source: Source, pin: Pin | None = None) -> tuple[QueryTable, ...]:
+    """The lake tables of a query source, each at the snapshot the query reads: its `as_of`, else the job's base
+    when it is the job's own table (`pin`, matched by table identity, never by the URL's spelling), else the
+    latest. Refused without an `as_of`: a table with the pinned table's id at another place (a copy made by
+    copying its files, or the same table under another mount), which can be neither pinned safely nor told
+    apart."""
+    from airflow_lake.lake.table import LakeTable
+    from airflow_lake.lake.upsert.merge_read import raw_scan
+
+    out: list[QueryTable] = []
+    for ref in source.tables:
+        table = LakeTable.open(ref.path)
+        ident = table.identity()
+        pinned_url = pin.url if pin is not None and ident == pin.identity else None
+        elsewhere = pinned_url is not None and table.canonical_url != pinned_url
+        own = pinned_url is not None and not elsewhere
+        if elsewhere and ref.as_of is None:  # (a fixed snapshot of a copy needs no pin: it is read as any table)
+            raise LakeSpecError(f"source.tables.{ref.name}", f"{ref.path!r} has the table id of the table this job "
+                                f"writes ({pinned_url!r}) but lies at {table.canonical_url!r}: it is a copy made by "
+                                "copying the table's files (its `_lake` directory included), or the same table "
+                                "under another mount. Which snapshot the query must read cannot be told; nothing "
+                                "was run.",
+                                "Name the table by the same path as the job's `table`; to copy a table, create a "
+                                "new one and write its rows into it.")
+        as_of = pin.seq if own and pin is not None and ref.as_of is None else ref.as_of
+        snapshot = table.snapshot(as_of)
+        if snapshot.spec.primary_key:  # merged per key, as any read of a primary-key table; only key filters
+            # decide which files are read (a stale value must not hide a key's newer one)
+            scan = raw_scan(table, snapshot, filters=ref.filters or None)
+        else:
+            scan = table.scan(filters=ref.filters or None, as_of=snapshot.seq)
+        out.append(QueryTable(ref, table, ident, snapshot, scan, own))
+    return tuple(out)
+
+
+def snapshots_read(tables: Collection[QueryTable]) -> dict[str, Any]:
+    """What a query reads of lake tables other than the job's own, as a request's fingerprint takes it
+    (`commit.requests`): per view, the table's identity and a digest of its spec and of the files its scan
+    selected. Files are never rewritten in place, so the same files are the same rows: a commit the query's
+    filters exclude, or a `clean`, leaves it unchanged; an append, overwrite, delete, compaction or restore that
+    changes what it reads does not. (The job's own table is left out: its read is checked by the commit's
+    isolation check, and after the commit its base has moved on by the commit itself.)"""
+    out: dict[str, Any] = {}
+    for query_table in tables:
+        if query_table.own:
+            continue
+        digest = hashlib.sha256()
+        digest.update(json.dumps(query_table.snapshot.spec.to_dict(), sort_keys=True).encode())
+        for path in sorted(f.path for f in query_table.scan.files):
+            digest.update(b"\0" + path.encode())
+        out[query_table.ref.name] = {"table": query_table.identity, "files": digest.hexdigest()}
+    return out
+
+
+def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, dict[str, int]] | None = None,
+         optional: Collection[str] = (), *, pin: Pin | None = None, tables: Sequence[QueryTable] | None = None
+         ) -> tuple[DataFrame, dict[str, list[TableRead]]]:
+    """The source as a DataFrame, and per lake table identity (`TableMetadata.identity`) the scans it reads (for
+    the isolation check).
+
+    `pin`: the table a job commits to and its base (`LakeTable.begin(base=...)`): a query reading that table
+    without an `as_of` reads it at the base, never at a newer state, whatever spelling of its URL it names.
+    `tables`: the query's tables as `resolve_tables` resolved them already (else they are resolved here).
     `scans` (if given) gets, per query table name, the files read and the files skipped by their stats;
     `optional` columns may be missing from CSV and JSON files (a partial upsert).
     """
     from airflow_lake.lake.spark.bucketed_read import register
-    from airflow_lake.lake.table import LakeTable
-    from airflow_lake.lake.upsert.merge_read import raw_scan
 
     if source.path is not None:
         refuse_lake_table_path(source.path)
         return read_files(spark, source.path, source.format, source.options, spec=spec, optional=optional), {}
     reads: dict[str, list[TableRead]] = {}
-    for ref in source.tables:
-        table = LakeTable.open(ref.path)
-        as_of = (pin or {}).get(table.url) if ref.as_of is None else ref.as_of
-        snapshot = table.snapshot(as_of)
-        if snapshot.spec.primary_key:  # merged per key, as any read of a primary-key table; only key filters
-            # decide which files are read (a stale value must not hide a key's newer one)
-            scan = raw_scan(table, snapshot, filters=ref.filters or None)
+    for query_table in resolve_tables(source, pin) if tables is None else tables:
+        ref, table, snapshot, scan = query_table.ref, query_table.table, query_table.snapshot, query_table.scan
+        if snapshot.spec.primary_key:
             table.register(spark, ref.name, as_of=snapshot.seq, filters=ref.filters or None)
         else:
-            scan = table.scan(filters=ref.filters or None, as_of=snapshot.seq)
             register(spark, scan, ref.name)  # bucketed where the table is
         if ref.as_of is None:  # a time-travel read sees a fixed snapshot: no later commit changes it
-            reads.setdefault(table.url, []).append(
+            reads.setdefault(query_table.identity, []).append(
                 TableRead(snapshot.seq, frozenset(f.path for f in scan.files), scan.filters, snapshot.spec))
         log.info("query table %s (%s) at snapshot %d: %d of %d file(s) read, %d skipped", ref.name, table.url,
                  snapshot.seq, len(scan.files), scan.files_total, scan.files_skipped)

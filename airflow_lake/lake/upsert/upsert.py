@@ -63,10 +63,11 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
                      shuffle: bool = True, base: TableState | None = None,
                      table_reads: Iterable[TableRead] = (), request_fingerprint: str | None = None,
                      schema_evolution: str = "none", merge_operators: Mapping[str, str] | None = None,
-                     delete_column: str | None = None) -> Upserted:
+                     delete_column: str | None = None, request_reads: Mapping[str, Any] | None = None) -> Upserted:
     """Upsert `df` into the primary-key table with `version` (one for every row) or the versions in
     `version_column` (default: the table's `version_column`). See the module docstring. A committed
-    `request_id` returns its commit (`request_fingerprint`: of the request's inputs, `commit.requests`).
+    `request_id` returns its commit (`request_fingerprint`: of the request's inputs, `commit.requests`;
+    `request_reads`: what its query read of other lake tables, recorded too: other snapshots are refused).
 
     `base` / `table_reads`: when `df` reads this table (an upsert from a query over it), the state it read
     and its scans there (`sources.load`): an upsert or compaction since then that they could have seen is a
@@ -89,7 +90,8 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
     if not spec.primary_key:
         raise LakeSpecError("table", f"{table.url!r} has no primary key.", "Upsert into a table created with "
                             "`primary_key` and `bucket` on it; append to this one with `write`.")
-    prior = requests.committed(table, requests.Request(OPERATION, request_id, request_fingerprint))
+    request = requests.Request(OPERATION, request_id, request_fingerprint, request_reads)
+    prior = requests.committed(table, request)
     if prior is not None:
         return Upserted(prior, True)
     fixed = None if version is None else versions_module.parse_version(version)
@@ -109,7 +111,7 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
     own_reads = tuple(table_reads)
     checked = [] if marker is None else _check_markers(table, base, spec, conformed, version_expr)
     txn = begin(table, UPSERT_ACTION, OPERATION, request_id=request_id, base=base,
-                request_fingerprint=request_fingerprint, metadata={"columns": present})
+                request_fingerprint=request_fingerprint, metadata={"columns": present, **request.metadata()})
     try:
         observation = Observation(f"upsert_{txn.instant}")
         fingerprinted = list(dict.fromkeys([*spec.primary_key, *spec.partition_columns, *present]))

@@ -30,7 +30,7 @@ def write(table: TableMetadata, df: DataFrame, *, mode: str = "append", partitio
           metadata: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
           max_exchanges: int | None = None, base: TableState | None = None,
           table_reads: Iterable[TableRead] = (), request_fingerprint: str | None = None,
-          schema_evolution: str = "none") -> LogEntry:
+          schema_evolution: str = "none", request_reads: Mapping[str, Any] | None = None) -> LogEntry:
     """Append `df`, or overwrite the table / the given partitions / ('dynamic') the partitions in `df`;
     `metrics` are added to the commit's.
 
@@ -44,7 +44,9 @@ def write(table: TableMetadata, df: DataFrame, *, mode: str = "append", partitio
     need more shuffle Exchanges — for steps that must stay shuffle-free (bucketed reads into bucketed writes).
 
     With a `request_id` already committed, returns that entry and writes nothing (idempotent retries);
-    `request_fingerprint` (of the request's inputs, `commit.requests`) is recorded and refuses a reused id.
+    `request_fingerprint` (of the request's inputs, `commit.requests`) is recorded and refuses a reused id;
+    `request_reads` (what its query read of other lake tables) is recorded too: with other snapshots, an
+    overwrite runs again (a rebuild) and an append is refused.
     Schema and partition errors are raised before any instant starts.
 
     `schema_evolution="add_columns"`: columns of `df` the table lacks are added (nullable, at the end, in the
@@ -68,7 +70,8 @@ def write(table: TableMetadata, df: DataFrame, *, mode: str = "append", partitio
     if partitions == DYNAMIC and not spec.partition_columns:
         raise LakeSpecError("partitions", "the table is not partitioned.", "Drop `partitions`.")
     parts = normalize_partitions(spec, partitions)
-    prior = requests.committed(table, requests.Request("write", request_id, request_fingerprint))
+    request = requests.Request("write", request_id, request_fingerprint, request_reads, rebuild=mode == "overwrite")
+    prior = requests.committed(table, request)
     if prior is not None:
         return prior
     evolved = spec
@@ -78,7 +81,7 @@ def write(table: TableMetadata, df: DataFrame, *, mode: str = "append", partitio
     own_reads = tuple(table_reads)
     spec_change = {} if evolved == spec else {"spec": evolved.to_dict(), "added_columns": added_columns(spec, evolved)}
     txn = begin(table, "commit", "write", request_id=request_id, base=base, request_fingerprint=request_fingerprint,
-                metadata={"mode": mode, "partitions": parts, **(metadata or {})})
+                metadata={"mode": mode, "partitions": parts, **(metadata or {}), **request.metadata()})
     try:
         allowed = parts if isinstance(parts, list) else None
         metrics_out: dict[str, Any] = dict(metrics or {})

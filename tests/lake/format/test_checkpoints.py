@@ -35,8 +35,8 @@ def stored(table: LakeTable, seq: int) -> TableState:
 
 
 def assert_same_state(got: TableState, want: TableState) -> None:
-    assert (got.seq, got.instant, got.spec, got.completed_at, got.cleaned_before) == (
-        want.seq, want.instant, want.spec, want.completed_at, want.cleaned_before)
+    assert (got.seq, got.instant, got.spec, got.completed_at, got.cleaned_before, got.table_id) == (
+        want.seq, want.instant, want.spec, want.completed_at, want.cleaned_before, want.table_id)
     assert (got.instants, got.requests, got.rolled_back, got.tombstones, got.versions) == (
         want.instants, want.requests, want.rolled_back, want.tombstones, want.versions)
     assert got.files == want.files  # DataFile equality includes the stats
