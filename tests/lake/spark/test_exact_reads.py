@@ -101,7 +101,7 @@ def test_a_clean_killed_between_its_entry_and_its_deletes_leaves_every_read_exac
 
     # the retry of the clean (same request id) finishes the deletes of its first run
     assert table.clean(0, request_id="clean-1", force=True).instant == \
-        table.commit_log.read(deleted.seq + 1).instant  # noqa: PLR2004 (the clean is the entry after the delete)
+        table.commit_log.read(deleted.seq + 1).instant
     assert not any(Path(table.storage.path(p)).exists() for p in replaced)
 
 

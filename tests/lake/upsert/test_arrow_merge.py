@@ -37,19 +37,20 @@ def test_to_arrow_of_a_primary_key_table_is_the_merged_read(spark: Any, tmp_path
     def upsert(version: int, rows: list[tuple[Any, ...]], columns: str = SCHEMA) -> None:
         versioned_upsert(table, spark.createDataFrame(rows, columns), version=version)
 
-    upsert(5, [(1, "d1", "five", "t5", 5, 5.0, 5), (2, "d1", "five", None, 5, 0.5, 50), (3, "d2", "five", "x", 1, 1.0, 1)])
+    upsert(5, [(1, "d1", "five", "t5", 5, 5.0, 5), (2, "d1", "five", None, 5, 0.5, 50),
+               (3, "d2", "five", "x", 1, 1.0, 1)])
     upsert(3, [(1, "d1", "three", "t3", 3, 9.0, 3), (4, "d2", "three", "null", 3, 3.0, 3)])  # late: loses last-wins
     upsert(7, [(2, "d1", "seven"), (4, "d2", "seven")], "k BIGINT NOT NULL, dt STRING, a STRING")  # partial
     upsert(8, [(1, "d1", "eight", "null", None, None, 8)])  # a null value of last_non_null does not qualify
-    assert LakeTable.open(table.url).to_arrow().num_rows == 4  # noqa: PLR2004
+    assert LakeTable.open(table.url).to_arrow().num_rows == 4
     table.delete_keys(spark, spark.createDataFrame([(3, "d2"), (2, "d1")], "k BIGINT, dt STRING"), version=6)
     upsert(4, [(3, "d2", "backfill", "b", 4, 4.0, 4)])  # below the delete: stays deleted
     upsert(9, [(2, "d1", "nine", None, 9, None, None)])  # above it: the key is back with only what is newer
     before_compaction = table.snapshot().seq
     expected = spark_rows(spark, table)
     assert arrow_rows(table) == expected
-    assert {r[0] for r in expected} == {1, 2, 4}  # noqa: PLR2004 (3 deleted at 6, its backfill at 4 too)
-    assert next(r for r in expected if r[0] == 1)[2:] == ("eight", "t5", 8, 9.0, 3)  # noqa: PLR2004
+    assert {r[0] for r in expected} == {1, 2, 4}
+    assert next(r for r in expected if r[0] == 1)[2:] == ("eight", "t5", 8, 9.0, 3)
     compact(table, spark)
     assert arrow_rows(table) == spark_rows(spark, table) == expected
     upsert(2, [(1, "d1", "two", "t2", 2, 99.0, -1), (3, "d2", "again", "c", 1, 1.0, 1)])  # late, after compaction
