@@ -68,7 +68,7 @@ def _with_row_stamps(row: Row, spec: TableSpec) -> Row:
         return row
     stamps = [row.get(version_of(c)) for c in value_columns(spec) if operator_of(spec, c).stamped]
     derived = max((s for s in stamps if s is not None), default=None)
-    exact = row.get(SEQ) != 0 and derived is not None
+    exact = row.get(SEQ) not in (0, None) and derived is not None  # (Spark: NULL != 0 is not true)
     return {**row, NEWEST: derived, OLDEST: derived if exact else UNKNOWN_OLDEST}
 
 
