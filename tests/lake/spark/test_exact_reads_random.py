@@ -158,7 +158,10 @@ class Run:
 
     # -- cleans --------------------------------------------------------------------------------------
     def killed_clean(self) -> None:
-        table = self.rng.choice([self.plain, self.pk])
+        holding = [t for t in (self.plain, self.pk) if t.state().tombstones]  # removed files to clean
+        if not holding:
+            self.delete()  # (a delete replaces a file of the plain table)
+        table = self.rng.choice(holding or [self.plain])
         request_id = f"clean-{next(self.cleans)}"
 
         def die(_storage: Storage, rel: str) -> bool:
