@@ -160,13 +160,16 @@ class LakeTable(TableMetadata):
         return register(spark, self.scan(filters, as_of), name)
 
     def to_arrow(self, as_of: AsOf = None, columns: Sequence[str] | None = None) -> pa.Table:
-        """A snapshot as an Arrow table, read with pyarrow on this machine (no Spark): for small tables."""
+        """A snapshot as an Arrow table, read with pyarrow on this machine (no Spark): for small tables. Exactly
+        the snapshot's live files are read; a primary-key table is merged per key as `read` merges it (one row
+        per key, sorted by partition and key: `upsert.arrow_merge`)."""
         from airflow_lake.lake.format.pyarrow_read import read_files
 
         snap = self.snapshot(as_of)
         if snap.spec.primary_key:
-            raise LakeSpecError("table", f"{self.url!r} has a primary key: its files hold upserts to merge.",
-                                "Read it with `read(spark)` (merged per key).")
+            from airflow_lake.lake.upsert.arrow_merge import read_merged_arrow
+
+            return read_merged_arrow(self.storage, snap.spec, snap.files, columns)
         return read_files(self.storage, snap.spec, snap.files, columns)
 
     # -- writes --------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ def execute(_spark: Any, spec: CleanSpec) -> dict[str, Any]:
     """Clean and report what was deleted; a retry of a committed request returns the first run's metrics."""
     table = LakeTable.open(spec.table)
     if (first := requests.retry_result(table, request_of("clean", spec))) is not None:
+        # the deletes its first run did not get to (killed between its entry and its deletes)
+        table.clean(spec.retain_hours, request_id=spec.request_id, force=spec.force)
         return first
     entry = table.clean(spec.retain_hours, request_id=spec.request_id, force=spec.force)
     extra = {} if entry else {"files_deleted": 0, "bytes_freed": 0}

@@ -34,7 +34,6 @@ from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
 
 __all__ = ["Snapshot", "SnapshotResolver", "TableState", "files_in_partitions", "snapshot_of"]
 log = logging.getLogger(__name__)
-WRITE_DIRS = paths.DATA + "/"
 DECODED_CHECKPOINTS = 2  # decoded checkpoints a resolver keeps (each holds every live file of its snapshot)
 
 
@@ -47,9 +46,6 @@ class Snapshot:
     spec: TableSpec
     files: tuple[DataFile, ...]
     completed_at: float
-    # files of write directories (`data/...`) removed by this snapshot and not yet cleaned: their names may repeat
-    # those of live files in other partition directories of the same write, so a read names them (`scan.py`)
-    removed: frozenset[str] = frozenset()
 
     @property
     def rows(self) -> int:
@@ -212,8 +208,7 @@ def snapshot_of(state: TableState, cleaned_before: int = 0) -> Snapshot:
             f"snapshot {state.seq} is older than the retention: its removed files were cleaned "
             f"(snapshots from {cleaned_before} on are readable). Fix: read a newer snapshot.")
     return Snapshot(state.seq, state.instant, stored_spec(state.spec),
-                    tuple(sorted(state.files.values(), key=lambda f: f.path)), state.completed_at,
-                    frozenset(p for p in state.tombstones if p.startswith(WRITE_DIRS)))
+                    tuple(sorted(state.files.values(), key=lambda f: f.path)), state.completed_at)
 
 
 def files_in_partitions(files: Iterable[DataFile],

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from airflow_lake.lake.commit import requests
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.format import checkpoints, history, paths
 from airflow_lake.lake.format.log import LogEntry
@@ -53,6 +54,9 @@ def clean(table: TableMetadata, retain_hours: float | None = None, request_id: s
     forced = retention.guard(table.url, "retain_hours", hours, configured, force=force, operation="clean",
                              risk="time travel and restore to snapshots younger than the table's retention, and "
                                   "queries or writers still reading them, would find their files deleted")
+    if request_id is not None and (done := requests.find_committed(table, request_id, "clean")) is not None:
+        finish(table, done)  # a retry: the first run may have died between its entry and its deletes
+        return done
     now = time.time() if now is None else now
     cutoff = now - hours * 3600
     expired_log = expire_log(table, table.state(), now, hours)
@@ -83,7 +87,8 @@ def clean(table: TableMetadata, retain_hours: float | None = None, request_id: s
             metrics.update(expired_log.metrics())
         # The entry first, the deletes after it: a restore that re-adds one of these files either landed before
         # (the precheck sees it, and the clean is planned again) or conflicts with this entry. A crash between
-        # the two leaves files no log entry holds: orphan removal deletes them.
+        # the two leaves files no log entry holds: a retry with the same request id (`finish`) or orphan removal
+        # deletes them. No read depends on it: reads name exactly the live files (`spark.scan.exactly`).
         entry = table.append_entry(
             "clean", "clean", request_id=request_id, base=state, precheck=none_readded, metadata=metadata,
             metrics_of=partial(dict, metrics),
@@ -91,10 +96,24 @@ def clean(table: TableMetadata, retain_hours: float | None = None, request_id: s
         if entry is not None:
             break
         log.info("clean of %s: a restore re-added files it was about to delete; planning again", table.url)
-    for path in sorted(expired):
-        table.storage.delete(path)
+    _delete(table, sorted(expired))
     log.info("clean deleted %d file(s), %d bytes", len(expired), freed)
     return entry
+
+
+def finish(table: TableMetadata, entry: LogEntry) -> int:
+    """Delete the files the committed clean `entry` deleted that are still there (its run was killed, or a delete
+    failed, after the entry landed), unless a later entry holds them again (a restore re-added one); how many."""
+    state = table.state()
+    left = [p for p in entry.metadata.get("deleted") or () if p not in state.files and p not in state.tombstones]
+    deleted = _delete(table, left)
+    if deleted:
+        log.info("clean %s (retry): deleted %d file(s) its first run left", entry.instant, deleted)
+    return deleted
+
+
+def _delete(table: TableMetadata, paths_: list[str]) -> int:
+    return sum(table.storage.delete(path) for path in paths_)
 
 
 # -- log expiry -------------------------------------------------------------------------------------------------

@@ -2,12 +2,15 @@
 
 Spark plans a bucketed scan (bucket pruning, joins and aggregations without a shuffle) only for a catalog
 table with a bucket spec. Per read, we create one in the session's catalog (the in-memory catalog is
-enough; it lives as long as the session) whose `LOCATION` is the table root and whose `pathGlobFilter`
-names exactly the selected files, so replaced files and files of pending instants, which share the
-partition directories, are never read. Two Spark facts make this exact:
+enough; it lives as long as the session) whose `LOCATION` is a glob of the directories of the selected files
+and whose `pathGlobFilter` names their names. That narrows the listing but is not exact (a name repeats in
+the partition directories of one write; anything can be dropped beside the live files): what is read is
+decided by `scan.exactly`, a `_metadata.file_path` IN (the live files) predicate by which Spark prunes
+files at planning, which keeps the bucketed scan (`SelectedBucketsCount`, joins without an Exchange). Two
+Spark facts matter besides:
 
 - `spark.sql.hive.manageFilesourcePartitions` is false while the table is created, so the table does not
-  track partitions in the catalog (with it, Spark ignores `pathGlobFilter` on partitioned tables and reads
+  track partitions in the catalog (with it, Spark ignores `pathGlobFilter` on partitioned tables and lists
   every file of the partition directories). The table keeps that for its life; the setting is restored.
 - Spark silently skips a file whose bucket id (from its name) is >= the registered count, so the files of
   one catalog table all share one bucketing (`Bucketing`), and an id out of range is an error here.
@@ -31,7 +34,7 @@ from typing import TYPE_CHECKING
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
 from airflow_lake.lake.spark.globs import dirs_glob, name_glob
-from airflow_lake.lake.spark.scan import Scan, exclude_collisions
+from airflow_lake.lake.spark.scan import Scan, exactly, sql_string
 from airflow_lake.lake.spark.schema import from_files
 from airflow_lake.lake.spark.session_conf import session_conf
 from airflow_lake.lake.spec.bucketing import Bucketing
@@ -130,13 +133,13 @@ def _part_df(spark: SparkSession, scan: Scan, part: Part) -> DataFrame:
     statement = (
         f"CREATE TABLE {table} ({columns}) USING parquet {partitioned}"
         f"CLUSTERED BY ({', '.join(map(_ident, clustered))}) INTO {part.bucketing.count} BUCKETS "
-        f"LOCATION {_string(dirs_glob(scan.storage.uri(''), directories))} "
-        f"OPTIONS ({', '.join(f'{key} {_string(value)}' for key, value in options.items())})"
+        f"LOCATION {sql_string(dirs_glob(scan.storage.uri(''), directories))} "
+        f"OPTIONS ({', '.join(f'{key} {sql_string(value)}' for key, value in options.items())})"
     )
     with session_conf(spark, {MANAGE_PARTITIONS: "false"}):
         spark.sql(statement)
     _CREATED.append(table)
-    df = exclude_collisions(spark.table(table), scan.storage, scan.snapshot, part.files)
+    df = exactly(spark.table(table), scan.storage, part.files)
     if single:
         from pyspark.sql import functions as F
 
@@ -162,8 +165,3 @@ def drop_read_tables(spark: SparkSession, since: int = 0) -> int:
 
 def _ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
-
-
-def _string(text: str) -> str:
-    """A Spark SQL string literal (backslash escapes are on by default)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

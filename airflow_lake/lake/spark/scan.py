@@ -19,6 +19,9 @@ from airflow_lake.lake.spark.schema import from_files, to_file_struct, to_struct
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+# The file path of each row while a read is restricted to its files (`exactly`); `__lake_*` names are the format's.
+LIVE_FILE = "__lake_file"
+
 
 @dataclass(frozen=True)
 class Scan:
@@ -62,7 +65,7 @@ class Scan:
             if spec.partition_columns:
                 reader = reader.option("ignoreInvalidPartitionPaths", "true")
             df = reader.parquet(*[self.storage.uri(d) for d in directories])
-            df = exclude_collisions(df, self.storage, self.snapshot, self.files)
+            df = exactly(df, self.storage, self.files)  # the glob narrows the listing; this decides
             df = from_files(df, spec)  # table order
         else:
             df = spark.createDataFrame([], to_struct(spec))
@@ -78,26 +81,29 @@ class Scan:
         return df
 
 
-def collisions(snapshot: Snapshot, files: Sequence[DataFile]) -> list[str]:
-    """Removed files that a read of `files` would match by name: Spark names files `part-<task>-<job uuid>...`,
-    so one write repeats a name in each partition directory it wrote, and a name glob over the directories of
-    `files` also matches a removed file beside them (none in the usual case: nothing of a write was replaced)."""
-    if not snapshot.removed:
-        return []
-    directories = {posixpath.dirname(f.path) for f in files}
-    names = {posixpath.basename(f.path) for f in files}
-    return sorted(p for p in snapshot.removed
-                  if posixpath.dirname(p) in directories and posixpath.basename(p) in names)
+def exactly(df: DataFrame, storage: Storage, files: Sequence[DataFile]) -> DataFrame:
+    """`df`, a read of the directories of `files`, restricted to exactly the rows of `files`.
 
-
-def exclude_collisions(df: DataFrame, storage: Storage, snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
-    """`df` without the rows of the `collisions` of `files` (Spark then skips those files, not just their rows)."""
+    A directory read (with a name glob or not) matches whatever lies there: files of a replace that a clean
+    has forgotten but not yet deleted (its kill, a failed or slow delete, or a reader that resolved its
+    snapshot in between), debris of dead writers, files dropped by hand -- and Spark repeats a file name in
+    every partition directory of one write, so no glob of names is exact. What is read is decided by the
+    snapshot alone: `_metadata.file_path` IN (the live files' URIs). Spark prunes files by that predicate
+    when it lists them (a file not named is never opened: bucketed scans, partition pruning and in-file row
+    order are unchanged), and the row-level filter left above the scan is a hash lookup of a per-file
+    constant. The set is written as one SQL expression: built column by column from Python it costs a
+    round trip per file (measured: ~0.6 s for 3,000 files to build and analyze, ~1 s for 10,000; docs/format.md)."""
     from pyspark.sql import functions as F
 
-    colliding = collisions(snapshot, files)
-    if not colliding:
-        return df
-    return df.where(~F.col("_metadata.file_path").isin([spark_file_uri(storage, p) for p in colliding]))
+    uris = sorted({spark_file_uri(storage, f.path) for f in files})
+    path = df.metadataColumn("_metadata").getField("file_path")  # Spark's, even beside a column named so
+    listed = ", ".join(map(sql_string, uris))
+    return df.withColumn(LIVE_FILE, path).where(F.expr(f"`{LIVE_FILE}` IN ({listed})")).drop(LIVE_FILE)
+
+
+def sql_string(text: str) -> str:
+    """A Spark SQL string literal (backslash escapes are on by default)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def filter_column(flt: Filter) -> Column:

@@ -21,7 +21,6 @@ from airflow_lake.lake.spark.bucketed_read import scan_df
 from airflow_lake.lake.spark.file_uris import spark_file_uri, table_path
 from airflow_lake.lake.spark.file_writer import write_dataframe
 from airflow_lake.lake.spark.plan_text import plan_text
-from airflow_lake.lake.spark.scan import collisions
 from airflow_lake.lake.spark.session_conf import session_conf
 from tests.lake.buckets.bucket_helpers import PLAN_CONF
 
@@ -49,10 +48,12 @@ def test_a_partial_replace_of_a_write_whose_names_repeat_reads_exactly_the_live_
     files = table.snapshot().files
     names = Counter(posixpath.basename(f.path) for f in files)
     assert all(count == 2 for count in names.values()), names  # each name in d1 and in d2
-    table.delete(spark, filters=[("dt", "=", "d1"), ("k", "=", 7)])  # rewrites one file of d1 only
-    snap = table.snapshot()
-    dead = collisions(snap, snap.files)
+    entry = table.delete(spark, filters=[("dt", "=", "d1"), ("k", "=", 7)])  # rewrites one file of d1 only
+    assert entry is not None
+    dead = list(entry.removed)
+    live_names = {posixpath.basename(f.path) for f in table.snapshot().files}
     assert len(dead) == 1 and "/dt=d1/" in dead[0] and Path(table.storage.path(dead[0])).exists()
+    assert posixpath.basename(dead[0]) in live_names  # its name is live in d2: a name glob alone would read it
     expected = sorted(r for r in rows if r[:3] != (7, 70, "d1"))
     got = sorted(tuple(r) for r in table.read(spark).select("k", "v", "dt").collect())
     assert got == expected  # without the filter, the replaced file (same name as a live one of d2) is read

@@ -51,6 +51,9 @@ def spark_df(spark: Any, pdf: pd.DataFrame) -> Any:
 def check(spark: Any, table: LakeTable, expected: pd.DataFrame) -> None:
     got = as_strings(table.read(spark).toPandas(), key="k", columns=COLUMNS)
     pd.testing.assert_frame_equal(got, expected.reset_index(drop=True))
+    # the merged read without Spark (pyarrow: `upsert.arrow_merge`) agrees
+    arrow = as_strings(table.to_arrow().to_pandas(), key="k", columns=COLUMNS)
+    pd.testing.assert_frame_equal(arrow, expected.reset_index(drop=True))
 
 
 def delete_keys(spark: Any, table: LakeTable, keys: list[int], version: int, **extra: Any) -> dict[str, Any]:
