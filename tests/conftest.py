@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.jvm_archive import SHORT_JVM, jvm_options
 from tests.s3_server import s3_root, s3_server  # noqa: F401  (fixtures: an S3 server on 127.0.0.1)
 
 if TYPE_CHECKING:
@@ -26,11 +27,11 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 # data file under a table root raises (`lake/format/no_rename.py`; Spark jobs and Airflow tasks inherit it).
 os.environ["AIRFLOW_LAKE_FORBID_RENAME"] = "1"
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
-# Spark JVMs the tests start as processes (spark-submit jobs, Airflow tasks, cluster daemons, the Connect server)
-# live for seconds on small data: compiling with C1 only and a serial GC starts them ~25% faster. The suite's own
-# session (below) keeps the JVM defaults. Not set for users: long jobs want the optimising compiler.
-SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-os.environ.setdefault("JAVA_TOOL_OPTIONS", SHORT_JVM)
+# Spark JVMs the tests start as processes (spark-submit jobs, Airflow tasks, cluster daemons, the Connect server):
+# C1 only and a serial GC (SHORT_JVM), and Spark's classes mapped from a class-data sharing archive built once per
+# machine (tests/jvm_archive.py). The suite's own session (below) keeps the JVM defaults.
+if "JAVA_TOOL_OPTIONS" not in os.environ:
+    os.environ["JAVA_TOOL_OPTIONS"] = jvm_options(SHORT_JVM)
 VENV_BIN = str(Path(sys.executable).parent)
 if VENV_BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = VENV_BIN + os.pathsep + os.environ.get("PATH", "")
@@ -43,8 +44,8 @@ def spark() -> Iterator[object]:
     """One local[2] SparkSession for the whole run."""
     from pyspark.sql import SparkSession
 
-    tool_options = os.environ.pop("JAVA_TOOL_OPTIONS", None) if os.environ.get("JAVA_TOOL_OPTIONS") == SHORT_JVM \
-        else None
+    tool_options = os.environ.pop("JAVA_TOOL_OPTIONS", None) \
+        if os.environ.get("JAVA_TOOL_OPTIONS", "").startswith(SHORT_JVM) else None
     session = (
         SparkSession.builder.master("local[2]")
         .appName("airflow-lake-tests")
