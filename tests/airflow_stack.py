@@ -72,7 +72,9 @@ class AirflowStack:
             "AIRFLOW__API_AUTH__JWT_SECRET": "airflow-lake-tests-only",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS",
                                                                 "admin:admin"),
-            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5", "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
+            # a DAG file is parsed when the dag-processor first sees it, not again every few seconds: the tests'
+            # DAG files do not change while they run (a re-parse every 5 s cost 2 CPU-s a minute)
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5", "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2", "AIRFLOW__TRIGGERER__CAPACITY": "10",
         }
         self.components = components
