@@ -125,12 +125,14 @@ def _build(path: Path, jvm_flags: str) -> None:
                    # the driver JVM only (JAVA_TOOL_OPTIONS would make spark-class's launcher dump too)
                    "--conf", f"spark.driver.extraJavaOptions=-XX:ArchiveClassesAtExit={dump}",
                    __file__, "--train", str(Path(work, "train"))]
-        env = {**os.environ, "JAVA_TOOL_OPTIONS": jvm_flags, "PYSPARK_PYTHON": sys.executable}
+        repo = str(Path(__file__).resolve().parents[1])  # this checkout's airflow_lake, from the job's own cwd
+        env = {**os.environ, "JAVA_TOOL_OPTIONS": jvm_flags, "PYSPARK_PYTHON": sys.executable,
+               "PYTHONPATH": os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)}
         log = Path(work, "train.log")
         with open(log, "wb") as out:
             try:
                 code = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=TRAIN_TIMEOUT,
-                                      check=False).returncode
+                                      check=False, cwd=work).returncode  # (Spark's spark-warehouse/ lands there)
             except subprocess.TimeoutExpired:
                 code = -1
         if code != 0 or not dump.exists():
