@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.jvm_archive import SHORT_JVM, jvm_options
 from tests.s3_server import s3_root, s3_server  # noqa: F401  (fixtures: an S3 server on 127.0.0.1)
 
 if TYPE_CHECKING:
@@ -26,16 +27,60 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 # data file under a table root raises (`lake/format/no_rename.py`; Spark jobs and Airflow tasks inherit it).
 os.environ["AIRFLOW_LAKE_FORBID_RENAME"] = "1"
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
-# Spark JVMs the tests start as processes (spark-submit jobs, Airflow tasks, cluster daemons, the Connect server)
-# live for seconds on small data: compiling with C1 only and a serial GC starts them ~25% faster. The suite's own
-# session (below) keeps the JVM defaults. Not set for users: long jobs want the optimising compiler.
-SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-os.environ.setdefault("JAVA_TOOL_OPTIONS", SHORT_JVM)
+# Spark JVMs the tests start as processes (spark-submit jobs, Airflow tasks, cluster daemons, the Connect server):
+# C1 only and a serial GC (SHORT_JVM), and Spark's classes mapped from a class-data sharing archive built once per
+# machine (tests/jvm_archive.py). The suite's own session (below) keeps the JVM defaults.
+if "JAVA_TOOL_OPTIONS" not in os.environ:
+    os.environ["JAVA_TOOL_OPTIONS"] = jvm_options(SHORT_JVM)
 VENV_BIN = str(Path(sys.executable).parent)
 if VENV_BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = VENV_BIN + os.pathsep + os.environ.get("PATH", "")
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# The files that take longest, longest first: their tests' time summed from a CI run's `--durations=120` on the
+# 2-core machine (2026-11, seconds). CI runs the suite in two workers, a file at a time each (`--dist loadfile
+# --no-loadscope-reorder`, .ci/test): a long file that starts last keeps one worker busy while the other has
+# nothing left (xdist's default order starts the files with the most tests first, and so these last). These start
+# first, then the other files with `slow` tests (they start processes), then the rest in their usual order.
+LONGEST_FIRST = (
+    "tests/jobs/test_crash_and_concurrency.py",  # 625
+    "tests/dags/test_cluster_path.py",  # 500
+    "tests/hooks/test_connect.py",  # 428
+    "tests/dags/test_ods_to_dm.py",  # 320
+    "tests/operators/test_request_id.py",  # 257
+    "tests/dags/test_scheduler_trigger.py",  # 253
+    "tests/lake/upsert/test_versioned_deletes.py",  # 252
+    "tests/jobs/test_upsert_jobs.py",  # 220
+    "tests/ui/test_lake_page.py",  # 218
+    "tests/operators/test_upsert.py",  # 163
+    "tests/test_lineage.py",  # 150
+    "tests/jobs/test_versioned_delete_op.py",  # 135
+    "tests/lake/clustering/test_execute.py",  # 120
+    "tests/operators/test_clustering.py",  # 119
+    "tests/operators/test_empty_selections.py",  # 107
+    "tests/operators/test_clustering_xcom.py",  # 107
+    "tests/hooks/test_lake.py",  # 102
+    "tests/test_loopback_servers.py",  # 100
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order test files longest first (see LONGEST_FIRST); the tests of a file keep their order."""
+    def file_of(item: pytest.Item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    slow_files = {file_of(item) for item in items if item.get_closest_marker("slow")}
+    first_index: dict[str, int] = {}
+    for index, item in enumerate(items):
+        first_index.setdefault(file_of(item), index)
+
+    def rank(item: pytest.Item) -> tuple[int, int, int]:
+        name = file_of(item)
+        known = LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+        return known, 0 if name in slow_files else 1, first_index[name]
+
+    items.sort(key=rank)  # stable: a file's tests keep their order
 
 
 @pytest.fixture(scope="session")
@@ -43,8 +88,8 @@ def spark() -> Iterator[object]:
     """One local[2] SparkSession for the whole run."""
     from pyspark.sql import SparkSession
 
-    tool_options = os.environ.pop("JAVA_TOOL_OPTIONS", None) if os.environ.get("JAVA_TOOL_OPTIONS") == SHORT_JVM \
-        else None
+    tool_options = os.environ.pop("JAVA_TOOL_OPTIONS", None) \
+        if os.environ.get("JAVA_TOOL_OPTIONS", "").startswith(SHORT_JVM) else None
     session = (
         SparkSession.builder.master("local[2]")
         .appName("airflow-lake-tests")

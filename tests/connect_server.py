@@ -26,10 +26,11 @@ class ConnectServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 180) -> ConnectServer:
-        # The server's JVM keeps the suite's JAVA_TOOL_OPTIONS (tests/conftest.py SHORT_JVM: C1 only, serial GC):
-        # on the tests' small jobs the optimising compiler costs more than it saves, also over a run's minutes
-        # (measured: the Connect side of test_connect.py's parity test, server start included, 58 CPU-s with the
-        # JVM's defaults, 32 with SHORT_JVM; four test files on one server, 391 CPU-s and 313).
+        # The server's JVM keeps the suite's JAVA_TOOL_OPTIONS (tests/jvm_archive.py: SHORT_JVM, C1 only and a serial
+        # GC, and the class-data archive): on the tests' small jobs the optimising compiler costs more than it saves,
+        # also over a run's minutes (measured: the Connect side of test_connect.py's parity test, server start
+        # included, 58 CPU-s with the JVM's defaults, 32 with SHORT_JVM; four test files on one server, 391 CPU-s
+        # and 313).
         command = [sys.executable, "-m", "airflow_lake.cli", "connect-server", "--port", str(self.port),
                    "--master", self.master, "--conf", "spark.ui.enabled=false",
                    "--conf", "spark.sql.shuffle.partitions=4"]

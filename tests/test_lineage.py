@@ -43,6 +43,7 @@ from airflow_lake.operators.maintenance import (
 from airflow_lake.operators.restore import LakeRestoreOperator
 from airflow_lake.operators.upsert import VersionedUpsertOperator
 from airflow_lake.operators.write import LakeWriteOperator
+from tests.airflow_stack import migrate_db
 from tests.conftest import ROOT
 
 ODS_COLUMNS = [("id", "bigint"), ("v", "double"), ("dt", "string")]
@@ -411,7 +412,7 @@ def test_pipeline_run_events_name_every_table(tmp_path: Path, connect_server: An
            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events),
                                                          "append": True})}
     airflow = str(Path(sys.executable).with_name("airflow"))
-    subprocess.run([airflow, "db", "migrate"], env=env, capture_output=True, timeout=300, check=True, cwd=ROOT)
+    migrate_db(env)
     result = subprocess.run([airflow, "dags", "test", "lake_lineage_chain", "2024-01-01"], env=env,
                             capture_output=True, text=True, timeout=1200, check=False, cwd=ROOT)
     log = result.stdout + result.stderr

@@ -22,9 +22,9 @@ import pytest
 
 from airflow_lake.datagen import video
 from airflow_lake.lake import LakeTable
-from tests.airflow_stack import free_port
+from tests.airflow_stack import free_port, migrate_db
 from tests.dags import video_oracle
-from tests.dags.test_ods_to_dm import AIRFLOW, airflow_env, dags_test, results
+from tests.dags.test_ods_to_dm import airflow_env, dags_test, results
 from tests.support import start_submit, table_ids, write_source
 
 pytestmark = pytest.mark.slow
@@ -115,7 +115,7 @@ def test_the_example_pipeline_runs_on_a_standalone_cluster(tmp_path: Path, clust
     env = {**airflow_env(tmp_path),
            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1",
                                                      "port": cluster.port})}
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, timeout=300, check=True)
+    migrate_db(env)
     log = dags_test(env, "lake_ods_to_dm", "2024-01-01", {"events_per_day": EVENTS})
     submitted = [m for m in results(log) if m["operation"] in ("write", "versioned_upsert")]
     assert len(submitted) == 8 and f"--master {cluster.url}" in log, log[-3000:]

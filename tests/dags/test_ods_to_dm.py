@@ -18,6 +18,7 @@ import pytest
 
 from airflow_lake.datagen import video
 from airflow_lake.lake import LakeTable
+from tests.airflow_stack import migrate_db
 from tests.conftest import ROOT
 from tests.connect_server import ConnectServer
 from tests.dags import video_oracle
@@ -104,7 +105,7 @@ def test_pipeline_and_maintenance_in_airflow_dags_test(tmp_path: Path, connect_s
            "AIRFLOW_CONN_SPARK_CONNECT_LAKE": json.dumps({"conn_type": "spark_connect", "host": host,
                                                           "port": int(port)})}
     lake = tmp_path / "lake"
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, timeout=300, check=True)
+    migrate_db(env)
     # `day: ""` is the logical date (the README says so; the schema refused it before); `buckets: 8.0` is an
     # integer to JSON Schema and renders "8.0" (the create tasks refused it before)
     first = {"day": "", "buckets": 8.0}

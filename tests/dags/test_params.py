@@ -23,6 +23,7 @@ from airflow_lake.examples.video_pipeline import check_params, run_day
 from airflow_lake.jobs import run
 from airflow_lake.jobs.registry import validate
 from airflow_lake.lake import LakeTable
+from tests.airflow_stack import migrate_db
 from tests.conftest import ROOT
 
 DAGS = ROOT / "dags"
@@ -185,7 +186,7 @@ def test_a_future_backfill_day_fails_the_run_before_anything_is_written(tmp_path
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW_LAKE_ROOT": str(tmp_path / "lake"),
            "AIRFLOW_LAKE_LANDING": str(tmp_path / "landing")}
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, timeout=300, check=True)
+    migrate_db(env)
     conf = {"day": "2024-01-03", "backfill_days": ["2031-07-01"], "events_per_day": 100}
     done = subprocess.run([AIRFLOW, "dags", "test", "lake_ods_to_dm", "2024-01-03", "-c", json.dumps(conf)],
                           env=env, capture_output=True, text=True, timeout=900, check=False)

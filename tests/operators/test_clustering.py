@@ -18,6 +18,7 @@ import pytest
 from airflow_lake.jobs import run
 from airflow_lake.lake import LakeTable
 from airflow_lake.operators.clustering import ExecuteClusteringOperator, ScheduleClusteringOperator
+from tests.airflow_stack import migrate_db
 from tests.lake.lake_core_helpers import append, make_table
 from tests.support import write_source
 
@@ -91,7 +92,7 @@ def test_sensor_schedule_execute_dag_in_airflow_dags_test(spark: Any, tmp_path: 
     (dags / "lake_clustering_test.py").write_text(DAG_FILE.format(table=table_path))
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, timeout=300, check=True)
+    migrate_db(env)
     log_path = tmp_path / "dags-test.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([AIRFLOW, "dags", "test", "lake_clustering_test", "2024-03-01"], env=env,

@@ -20,6 +20,7 @@ from airflow_lake.jobs import run
 from airflow_lake.lake import LakeTable
 from airflow_lake.lake.clustering.timeline import pending_plans
 from airflow_lake.operators.clustering import ExecuteClusteringOperator, ScheduleClusteringOperator
+from tests.airflow_stack import migrate_db
 from tests.support import write_source
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
@@ -115,7 +116,7 @@ def test_the_xcom_of_a_dag_run_says_one_thing(spark: Any, tmp_path: Path) -> Non
     (dags / "lake_xcom_test.py").write_text(DAG_FILE.format(table=path))
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, timeout=300, check=True)
+    migrate_db(env)
     done = subprocess.run([AIRFLOW, "dags", "test", "lake_xcom_test", "2024-03-01"], env=env, capture_output=True,
                           text=True, timeout=900, check=False)
     assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]

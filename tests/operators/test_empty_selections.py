@@ -26,6 +26,7 @@ from airflow_lake.operators.compact_upserts import CompactUpsertsOperator
 from airflow_lake.operators.maintenance import LakeRollbackPendingOperator
 from airflow_lake.operators.upsert import VersionedUpsertOperator
 from airflow_lake.operators.write import LakeWriteOperator
+from tests.airflow_stack import migrate_db
 from tests.support import write_source
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
@@ -132,7 +133,7 @@ def test_upstream_tasks_that_select_nothing_change_nothing_in_airflow_dags_test(
         table=table_path, keyed=keyed_path, source=write_source(tmp_path / "new.parquet", [99], "d1")))
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, timeout=300, check=True)
+    migrate_db(env)
     done = subprocess.run([AIRFLOW, "dags", "test", "lake_empty_test", "2024-03-01"], env=env, capture_output=True,
                           text=True, timeout=900, check=False)
     log = done.stdout + done.stderr

@@ -17,6 +17,7 @@ import pytest
 from airflow_lake.lake import LakeSpecError, LakeTable
 from airflow_lake.operators.base import LakeOperator
 from airflow_lake.operators.maintenance import LakeCleanOperator
+from tests.airflow_stack import migrate_db
 from tests.support import write_source
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
@@ -146,7 +147,7 @@ def test_request_ids_and_commit_identity_in_real_dag_runs(tmp_path: Path) -> Non
     home = tmp_path / "airflow"
     env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, timeout=300, check=True)
+    migrate_db(env)
     done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(dags), json.dumps(RUNS)], env=env,
                           capture_output=True, text=True, timeout=1500, check=False)
     log = done.stdout + done.stderr

@@ -17,6 +17,7 @@ from airflow_lake.datagen import bdci
 from airflow_lake.lake import LakeTable
 from airflow_lake.operators.compact_upserts import CompactUpsertsOperator
 from airflow_lake.operators.upsert import VersionedUpsertOperator
+from tests.airflow_stack import migrate_db
 from tests.lake.upsert.oracle import as_strings, bdci_expected
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
@@ -71,7 +72,7 @@ def test_mapped_backfill_upserts_then_compaction_in_airflow_dags_test(spark: Any
         table=table_path, batches=[(v, str(paths[v])) for v in order]))
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, timeout=300, check=True)
+    migrate_db(env)
     done = subprocess.run([AIRFLOW, "dags", "test", "lake_upsert_test", "2024-03-01"], env=env, capture_output=True,
                           text=True, timeout=900, check=False)
     assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
