@@ -14,11 +14,11 @@ import pytest
 
 from airflow_lake.jobs import run
 from airflow_lake.lake.format.storage import Storage
-from airflow_lake.lake.spark.file_writer import write_dataframe
 from airflow_lake.lake.spark.plan_text import plan_text, shuffles
 from airflow_lake.lake.spark.session_conf import session_conf
 from airflow_lake.lake.table import LakeTable
 from tests.lake.buckets.bucket_helpers import PLAN_CONF
+from tests.lake.spark.write_helpers import one_task_write
 
 SCHEMA = "id BIGINT, v BIGINT, dt STRING"
 ROWS = [(i, i * 10, day) for day, ids in (("a", range(0, 100)), ("b", range(100, 200))) for i in ids]
@@ -27,14 +27,6 @@ ROWS = [(i, i * 10, day) for day, ids in (("a", range(0, 100)), ("b", range(100,
 class Killed(Exception):
     """The clean's process dying at its first delete (after its entry landed)."""
 
-
-def one_task_write(spark: Any, table: LakeTable, rows: list[tuple[int, int, str]]) -> None:
-    """Commit `rows` written by ONE Spark task: every partition directory gets files of the same names."""
-    txn = table.begin("commit", "write")
-    df = spark.createDataFrame(rows, SCHEMA).coalesce(1)
-    with session_conf(spark, {"spark.sql.files.maxRecordsPerFile": "50"}):  # several files per directory
-        files = write_dataframe(df, table.storage, table.spec, txn.instant, bucket_shuffle=False)
-    txn.commit(added=files)
 
 
 def killed_clean(table: LakeTable, monkeypatch: pytest.MonkeyPatch, request_id: str) -> None:
@@ -79,7 +71,7 @@ def test_a_clean_killed_between_its_entry_and_its_deletes_leaves_every_read_exac
     if bucketed:
         spec["bucket"] = {"columns": ["id"], "count": 4}
     table = LakeTable.create(str(tmp_path / "t"), spec)
-    one_task_write(spark, table, ROWS)
+    one_task_write(spark, table, ROWS, SCHEMA)
     assert all(n == 2 for n in Counter(posixpath.basename(f.path) for f in table.snapshot().files).values())
     deleted = table.delete(spark, filters=[("id", "=", 1)])  # rewrites one file of day a
     assert deleted is not None
@@ -111,7 +103,7 @@ def test_a_clean_killed_between_its_entry_and_its_deletes_leaves_every_read_exac
 def test_the_clean_job_retry_finishes_the_deletes_of_its_first_run(
         spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     table = LakeTable.create(str(tmp_path / "t"), {"schema": SCHEMA, "partition_by": ["dt"]})
-    one_task_write(spark, table, ROWS)
+    one_task_write(spark, table, ROWS, SCHEMA)
     deleted = table.delete(spark, filters=[("id", "=", 1)])
     assert deleted is not None
     killed_clean(table, monkeypatch, "clean-job")
@@ -126,8 +118,8 @@ def test_files_dropped_into_live_directories_under_live_names_are_never_read(spa
     Exchange)."""
     table = LakeTable.create(str(tmp_path / "t"), {"schema": SCHEMA, "partition_by": ["dt"],
                                                    "bucket": {"columns": ["id"], "count": 4}})
-    one_task_write(spark, table, ROWS[:100])  # day a
-    one_task_write(spark, table, ROWS[100:])  # day b, another write directory
+    one_task_write(spark, table, ROWS[:100], SCHEMA)  # day a
+    one_task_write(spark, table, ROWS[100:], SCHEMA)  # day b, another write directory
     day_a = [f for f in table.snapshot().files if f.partition["dt"] == "a"]
     day_b = [f for f in table.snapshot().files if f.partition["dt"] == "b"]
     beside = Path(table.storage.path(day_a[0].path)).parent

@@ -23,17 +23,10 @@ from airflow_lake.lake.spark.file_writer import write_dataframe
 from airflow_lake.lake.spark.plan_text import plan_text
 from airflow_lake.lake.spark.session_conf import session_conf
 from tests.lake.buckets.bucket_helpers import PLAN_CONF
+from tests.lake.spark.write_helpers import one_task_write
 
 SCHEMA = "k BIGINT, v BIGINT, dt STRING"
 
-
-def one_task_write(spark: Any, table: LakeTable, rows: list[tuple[int, int, str]]) -> None:
-    """Commit `rows` written by ONE Spark task: every partition directory gets files of the same names."""
-    txn = table.begin("commit", "write")
-    df = spark.createDataFrame(rows, SCHEMA).coalesce(1)
-    with session_conf(spark, {"spark.sql.files.maxRecordsPerFile": "50"}):  # several files per directory
-        files = write_dataframe(df, table.storage, table.spec, txn.instant, bucket_shuffle=False)
-    txn.commit(added=files)
 
 
 @pytest.mark.parametrize("bucketed", [False, True], ids=["plain", "bucketed"])
@@ -44,7 +37,7 @@ def test_a_partial_replace_of_a_write_whose_names_repeat_reads_exactly_the_live_
         spec["bucket"] = {"columns": ["k"], "count": 4}
     table = LakeTable.create(str(tmp_path / "t"), spec)
     rows = [(k, k * 10, day) for day in ("d1", "d2") for k in range(200)]
-    one_task_write(spark, table, rows)
+    one_task_write(spark, table, rows, SCHEMA)
     files = table.snapshot().files
     names = Counter(posixpath.basename(f.path) for f in files)
     assert all(count == 2 for count in names.values()), names  # each name in d1 and in d2

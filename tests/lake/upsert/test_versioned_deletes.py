@@ -314,7 +314,7 @@ def test_the_delete_operation_on_a_primary_key_table(spark: Any, tmp_path: Path)
         ({"keys": [{"k": 1}], "version": 3, "where": "k = 1"}, "keys", "not both"),
         ({"keys": [], "version": 3}, "keys", "not a non-empty list"),
         ({"keys": [{"k": 1, "a": "x"}], "version": 7}, "keys[0]", r"not key columns \['a'\]"),
-        ({"keys": [{"k": "one"}], "version": 7}, "keys", "does not fit its column's type"),
+        ({"keys": [{"k": "one"}], "version": 7}, "keys[0].k", "'one' is not a whole number written as digits"),
         ({"keys": [{"k": 1}], "version": "v7"}, "version", "not a whole number"),
         ({"filters": [["k", "=", 1]]}, "table", "versioned delete, with `keys` and `version`"),
     ]
