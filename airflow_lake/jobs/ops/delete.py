@@ -19,7 +19,7 @@ from airflow_lake.lake.commit import requests
 from airflow_lake.lake.commit.reads import Pin
 from airflow_lake.lake.delete.copy_on_write import OPERATION, DeleteResult, delete
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.sources.load import Source, load
+from airflow_lake.lake.sources.load import QueryTable, Source, load, resolve_tables, snapshots_read
 from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.spec.table_spec import TableSpec
 from airflow_lake.lake.spec.types import exact_value
@@ -97,15 +97,18 @@ def _parse_keys(raw: Any, version: int | None) -> list[dict[str, Any]] | Source:
     return [dict(k) for k in raw]
 
 
-Runner = Callable[[LakeTable, Any, DeleteSpec, requests.Request], "DeleteResult | Deleted"]
+# (table, spark, spec, request, the lake tables a query of keys reads: `keys_query_tables`)
+Runner = Callable[[LakeTable, Any, DeleteSpec, requests.Request, tuple[QueryTable, ...]], "DeleteResult | Deleted"]
 
 
-def _copy_on_write(table: LakeTable, spark: Any, spec: DeleteSpec, request: requests.Request) -> DeleteResult:
+def _copy_on_write(table: LakeTable, spark: Any, spec: DeleteSpec, request: requests.Request,
+                   query_tables: tuple[QueryTable, ...]) -> DeleteResult:
     return delete(table, spark, filters=spec.filters, where=spec.where, request_id=spec.request_id,
                   request_fingerprint=request.fingerprint)
 
 
-def _versioned(table: LakeTable, spark: Any, spec: DeleteSpec, request: requests.Request) -> Deleted:
+def _versioned(table: LakeTable, spark: Any, spec: DeleteSpec, request: requests.Request,
+               query_tables: tuple[QueryTable, ...]) -> Deleted:
     if spec.keys is None or spec.version is None:
         raise LakeSpecError("table", f"{table.url!r} has a primary key ({', '.join(table.spec.primary_key)}): its rows "
                             "are merged from versioned upserts, so a delete must say which keys and at which version "
@@ -115,8 +118,7 @@ def _versioned(table: LakeTable, spark: Any, spec: DeleteSpec, request: requests
     spec_keys = key_columns(table.spec)
     if isinstance(spec.keys, Source):
         key_spec = TableSpec(columns=tuple(table.spec.column(k) for k in spec_keys))
-        state = table.state()
-        df, _ = load(spark, spec.keys, key_spec, pin=Pin.of(table, state))
+        df, _ = load(spark, spec.keys, key_spec, pin=Pin.of(table, table.state()), tables=query_tables)
         filters = None
     else:
         keys = typed_keys(table.spec, spec_keys, spec.keys)
@@ -124,7 +126,7 @@ def _versioned(table: LakeTable, spark: Any, spec: DeleteSpec, request: requests
         # each key column's values: a superset of the keys, enough to skip files and buckets that hold none
         filters = [(c, "in", sorted({k[c] for k in keys}, key=repr)) for c in table.spec.primary_key]
     return versioned_delete(table, spark, df, version=spec.version, request_id=spec.request_id,
-                            request_fingerprint=request.fingerprint, filters=filters)
+                            request_fingerprint=request.fingerprint, filters=filters, request_reads=request.reads)
 
 
 def typed_keys(spec: TableSpec, columns: Sequence[str], keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -164,6 +166,16 @@ def _key_frame(spark: Any, spec: TableSpec, columns: Sequence[str], keys: list[d
                             f"Give values of the key columns' types ({types}).") from err
 
 
+def keys_query_tables(table: LakeTable, spec: DeleteSpec) -> tuple[QueryTable, ...]:
+    """The lake tables a source of keys reads (a query over lake tables; none for files or listed keys), each at the
+    snapshot it reads (the table's own at its current state): metadata only, before the request is fingerprinted,
+    so a re-run under the same request id whose keys' tables changed is refused, not answered with the first
+    result (`commit.requests`)."""
+    if not isinstance(spec.keys, Source):
+        return ()
+    return resolve_tables(spec.keys, Pin.of(table, table.state()))
+
+
 def delete_for(table: LakeTable) -> Runner:
     """How rows of this kind of table are deleted: copy-on-write, or (primary key) a versioned delete."""
     return _versioned if table.spec.primary_key else _copy_on_write
@@ -173,13 +185,15 @@ def execute(spark: Any, spec: DeleteSpec) -> dict[str, Any]:
     """Run the delete; a retry with the same request_id returns the first run's metrics."""
     table = LakeTable.open(spec.table)
     # (the key fields stay out of a filter delete's fingerprint: retries recorded before them still match)
-    request = request_of(OPERATION, spec, ignore=("keys", "version") if spec.keys is None else ())
     if spec.keys is not None and not table.spec.primary_key:
         raise LakeSpecError("keys", f"{table.url!r} has no primary key; `keys` and `version` are for versioned "
                             "deletes of primary-key tables.", "Delete its rows with `filters` or `where`.")
+    query_tables = keys_query_tables(table, spec)
+    request = request_of(OPERATION, spec, ignore=("keys", "version") if spec.keys is None else (),
+                         reads=snapshots_read(query_tables))
     if (first := requests.retry_result(table, request)) is not None:
         return first
-    result = delete_for(table)(table, spark, spec, request)
+    result = delete_for(table)(table, spark, spec, request, query_tables)
     if result.entry is None:
         return {**requests.result(table.url, OPERATION, None, already_committed=False), **result.metrics(),
                 "request_id": spec.request_id}

@@ -19,7 +19,7 @@ so a compaction that folds them meanwhile makes it fail with a retryable conflic
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -101,9 +101,12 @@ def conform_keys(df: DataFrame, spec: TableSpec, field: str = "keys") -> DataFra
 
 def versioned_delete(table: TableMetadata, spark: SparkSession, keys: DataFrame, *, version: Any,
                      request_id: str | None = None, request_fingerprint: str | None = None,
-                     filters: Sequence[Sequence[Any]] | None = None) -> Deleted:
+                     filters: Sequence[Sequence[Any]] | None = None,
+                     request_reads: Mapping[str, Any] | None = None) -> Deleted:
     """Delete `keys` (a DataFrame of the key and partition columns) at `version` (module docstring).
-    `filters`: key filters that hold for every key (they narrow the files `check_deletes` reads)."""
+    `filters`: key filters that hold for every key (they narrow the files `check_deletes` reads);
+    `request_reads`: what a query of keys read of other lake tables, recorded with the request (`commit.requests`:
+    the same request id over other snapshots is refused, never answered with the first result)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -112,7 +115,8 @@ def versioned_delete(table: TableMetadata, spark: SparkSession, keys: DataFrame,
     if not spec.primary_key:
         raise LakeSpecError("keys", f"{table.url!r} has no primary key; `keys` and `version` are for versioned "
                             "deletes of primary-key tables.", "Delete its rows with `filters` or `where`.")
-    prior = requests.committed(table, requests.Request(OPERATION, request_id, request_fingerprint))
+    request = requests.Request(OPERATION, request_id, request_fingerprint, request_reads)
+    prior = requests.committed(table, request)
     if prior is not None:
         return Deleted(prior, True)
     fixed = versions_module.parse_version(version)
@@ -122,7 +126,8 @@ def versioned_delete(table: TableMetadata, spark: SparkSession, keys: DataFrame,
     reads = check_deletes(table, base, spec, wanted.withColumn(DELETE_VERSION, F.lit(fixed).cast("bigint")),
                           low=fixed, high=fixed, filters=filters, field="version")
     txn = begin(table, UPSERT_ACTION, OPERATION, request_id=request_id, base=base,
-                request_fingerprint=request_fingerprint, metadata={"columns": [], "deletes": True})
+                request_fingerprint=request_fingerprint,
+                metadata={"columns": [], "deletes": True, **request.metadata()})
     try:
         observation = Observation(f"delete_{txn.instant}")
         version_expr = F.lit(fixed).cast("bigint")

@@ -98,3 +98,24 @@ def test_an_upsert_from_lake_tables_whose_input_changed_is_refused_and_an_unchan
     with pytest.raises(LakeSpecError, match=r"'2024-01-01-customers' committed instant .* o changed since"):
         run(spark, "versioned_upsert", upsert)
     assert LakeTable.open(customers).commit_log.head() == first["seq"]
+
+
+def test_a_versioned_delete_whose_keys_query_read_changed_tables_is_refused_and_an_unchanged_retry_returns_the_first(
+        spark: Any, tmp_path: Path, orders: str) -> None:
+    """A GDPR delete whose keys come from a query over lake tables, re-run under the same request id after more
+    ids were listed: answering with the first result would leave the new ids' rows in place."""
+    customers = str(tmp_path / "customers")
+    LakeTable.create(customers, {"schema": "id BIGINT NOT NULL, v DOUBLE", "primary_key": ["id"],
+                                 "bucket": {"columns": ["id"], "count": 2}})
+    run(spark, "versioned_upsert", {"table": customers, "version": 1, "source": {
+        "query": "SELECT id, v FROM o", "tables": {"o": orders}}})
+    forget = {"table": customers, "version": 2, "request_id": "2024-01-01-gdpr",
+              "keys": {"query": "SELECT id FROM o WHERE id < 3", "tables": {"o": orders}}}
+    first = run(spark, "delete", forget)
+    assert sorted(r[0] for r in LakeTable.open(customers).read(spark).collect()) == [3, 4, 5]
+    retry = run(spark, "delete", forget)
+    assert retry["already_committed"] is True and retry["seq"] == first["seq"]
+    run(spark, "write", {"table": orders, "source": {"path": write_source(tmp_path / "late.parquet", [0], "d1")}})
+    with pytest.raises(LakeSpecError, match=r"'2024-01-01-gdpr' committed instant .* o changed since"):
+        run(spark, "delete", forget)
+    assert LakeTable.open(customers).commit_log.head() == first["seq"]  # nothing written
