@@ -19,6 +19,7 @@ from airflow_lake.lake.format.snapshots import TableState
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.format.table_metadata import AsOf, TableMetadata
 from airflow_lake.lake.maintenance import clean as clean_module
+from airflow_lake.lake.publish import publisher
 from airflow_lake.lake.spark.scan import Scan
 from airflow_lake.lake.spec.reserved import check_column_names
 from airflow_lake.lake.spec.table_spec import TableSpec, check_identifier
@@ -81,6 +82,7 @@ class LakeTable(TableMetadata):
                 table.storage.check_commits(probe=True)
             if table.commit_log.try_append(entry):
                 log.info("created lake table %s", table.url)
+                publisher.after_commit(table, entry.seq)
                 return table
         first = table.commit_log.read(0)
         if exist_ok or (request_id is not None and first.request_id == request_id):
@@ -114,6 +116,16 @@ class LakeTable(TableMetadata):
     def exists(path: str) -> bool:
         """True if a lake table exists at `path`."""
         return CommitLog(Storage(path)).head() >= 0
+
+    def after_commit(self, entry: LogEntry) -> None:
+        """After an entry lands: the checkpoint (`TableMetadata.after_commit`), then publishing it for other engines
+        (`lake.publish`). Never raises: the commit has succeeded."""
+        super().after_commit(entry)
+        publisher.after_commit(self, entry.seq)
+
+    def publish(self) -> publisher.Published:
+        """Publish every commit not yet published (Delta Lake's `_delta_log/`); raises what goes wrong."""
+        return publisher.publish(self)
 
     def find_request(self, request_id: str, operation: str | None = None) -> LogEntry | None:
         """The completed entry recorded with `request_id` (a retry), if any: `commit.requests.find_committed`."""

@@ -38,8 +38,11 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "health.bucket_skew_min_rows": "10000",
     "health.pending_age_seconds": "3600",
     "health.commits_since_clustering": "8",
+    # publish every commit as Delta Lake versions in `_delta_log/` for other engines (`lake/publish/`)
+    "publish.delta": "true",
 }
 
+BOOLEAN_PROPERTIES = frozenset({"publish.delta"})
 INTEGER_PROPERTIES = frozenset({"checkpoint.interval", "checkpoint.retain.count", "health.small_file_bytes",
                                 "health.bucket_skew_min_rows", "health.commits_since_clustering"})
 # Free-form properties (notes, owners, tags) live under this prefix; any other unknown name is a typo.
@@ -58,6 +61,11 @@ def check_property(key: Any, value: Any) -> None:
     if not isinstance(value, str):
         raise LakeSpecError(where, f"expected a string, got {value!r}.", "Give property values as strings.")
     if key not in DEFAULT_PROPERTIES:
+        return
+    if key in BOOLEAN_PROPERTIES:
+        if value not in ("true", "false"):
+            raise LakeSpecError(where, f"{value!r} is not 'true' or 'false'.",
+                                f"Set 'true' or 'false' (default {DEFAULT_PROPERTIES[key]!r}).")
         return
     try:
         number = float(value)

@@ -1,0 +1,56 @@
+"""The published Delta log's layout: `_delta_log/<version:020d>.json`, one version per entry of our log (Delta
+version = our sequence number, so `VERSION AS OF n` means the same snapshot everywhere), and how far it goes.
+
+Versions are written in order and exclusively (Delta's put-if-absent, our `Storage.create_bytes`), each only after
+the one before it exists, so the published versions are always a run without gaps: the newest is found by a binary
+search of a few existence checks, from the newest Delta checkpoint on (versions before it may be cleaned up).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from airflow_lake.lake.format.storage import Storage
+
+DELTA_LOG = "_delta_log"
+LAST_CHECKPOINT = f"{DELTA_LOG}/_last_checkpoint"
+
+
+def version_file(version: int) -> str:
+    """The file of Delta version `version`."""
+    return f"{DELTA_LOG}/{version:020d}.json"
+
+
+def encode(actions: list[dict[str, Any]]) -> bytes:
+    """A version file's bytes: one action per line."""
+    return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()
+
+
+def checkpoint_version(storage: Storage) -> int:
+    """The version `_last_checkpoint` names (-1: none, or unreadable: the search then starts at the beginning)."""
+    try:
+        raw = storage.read_json(LAST_CHECKPOINT)
+        version = raw["version"]
+    except (FileNotFoundError, KeyError, ValueError, TypeError):
+        return -1
+    return version if isinstance(version, int) and not isinstance(version, bool) and version >= 0 else -1
+
+
+def published_upto(storage: Storage, head: int) -> int:
+    """The newest published version at or before `head` (-1: none)."""
+    if head < 0:
+        return -1
+    if storage.exists(version_file(head)):
+        return head
+    low = min(checkpoint_version(storage), head - 1)  # published (or -1); `head` is not
+    if low >= 0 and not storage.exists(version_file(low)):
+        low = -1  # a checkpoint pointer beyond the versions (a damaged or foreign pointer): search them all
+    high = head
+    while high - low > 1:
+        middle = (low + high) // 2
+        if storage.exists(version_file(middle)):
+            low = middle
+        else:
+            high = middle
+    return low
