@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import LakeError
-from airflow_lake.lake.format.data_files import DataFile
-from airflow_lake.lake.format.log import LogEntry, LogEntryExpired
+from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.snapshots import TableState
 from airflow_lake.lake.publish import delta_actions, delta_log, delta_schema
-from airflow_lake.lake.publish.visibility import visible
+from airflow_lake.lake.publish.visibility import FileOperations, visible
 from airflow_lake.lake.spec.table_spec import stored_spec
 
 if TYPE_CHECKING:
@@ -45,30 +44,6 @@ class DeltaPublished:
     seconds: float
 
 
-class _Operations:
-    """The operation that wrote a file, looked up once per instant (only primary-key tables ask)."""
-
-    def __init__(self, table: TableMetadata, state: TableState) -> None:
-        self.table = table
-        self.instants = state.instants
-        self.known: dict[str, str | None] = {}
-
-    def note(self, entry: LogEntry) -> None:
-        self.known[entry.instant] = entry.operation
-
-    def __call__(self, data_file: DataFile) -> str | None:
-        if data_file.instant not in self.known:
-            seq = self.instants.get(data_file.instant)
-            operation = None
-            if seq is not None:
-                try:
-                    operation = self.table.commit_log.read(seq).operation
-                except LogEntryExpired:
-                    log.warning("the log entry that wrote %s has expired: the file is not published", data_file.path)
-            self.known[data_file.instant] = operation
-        return self.known[data_file.instant]
-
-
 def publish(table: TableMetadata, upto: int | None = None) -> DeltaPublished:
     """Write the Delta versions of our entries after the newest published one, up to `upto` (default the head)."""
     started = time.monotonic()
@@ -83,7 +58,7 @@ def publish(table: TableMetadata, upto: int | None = None) -> DeltaPublished:
                         "next clean on tables you publish; this table can only be published from a copy "
                         "(not yet supported).")
     state = table.state(done).copy() if done >= 0 else TableState()
-    operations = _Operations(table, state)
+    operations = FileOperations(table, state)
     written = 0
     for entry in table.commit_log.entries(done, head):
         operations.note(entry)
@@ -98,7 +73,7 @@ def publish(table: TableMetadata, upto: int | None = None) -> DeltaPublished:
     return DeltaPublished(head, written, seconds)
 
 
-def _actions(table: TableMetadata, entry: LogEntry, state: TableState, operations: _Operations
+def _actions(table: TableMetadata, entry: LogEntry, state: TableState, operations: FileOperations
              ) -> list[dict[str, Any]]:
     """The actions of `entry`'s version; folds `entry` into `state`."""
     before_spec = stored_spec(state.spec) if state.spec else None

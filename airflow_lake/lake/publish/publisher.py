@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake.publish import delta_publisher, delta_log
+from airflow_lake.lake.publish import delta_log, delta_publisher
 
 if TYPE_CHECKING:
     from airflow_lake.lake.format.table_metadata import TableMetadata

@@ -10,11 +10,20 @@ published schema, so no engine shows them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from airflow_lake.lake.format.data_files import DataFile
+from airflow_lake.lake.format.log import LogEntry, LogEntryExpired
 from airflow_lake.lake.format.operation_names import same_operation
 from airflow_lake.lake.spec.table_spec import TableSpec
+
+if TYPE_CHECKING:
+    from airflow_lake.lake.format.table_metadata import TableMetadata
+    from airflow_lake.lake.format.table_state import TableState
+
+log = logging.getLogger(__name__)
 
 COMPACTION = "compact_upserts"  # upsert/compact.py OPERATION (`same_operation` also takes its old name)
 ROW_STAMP = "__lake_v"  # upsert/physical.py NEWEST: NULL in a tombstone row
@@ -54,3 +63,28 @@ def visible_files(files: Mapping[str, DataFile], spec: TableSpec,
                   operation_of: Callable[[DataFile], str | None]) -> dict[str, DataFile]:
     """The files of `files` other engines see."""
     return {path: f for path, f in files.items() if visible(f, spec, operation_of)}
+
+
+class FileOperations:
+    """The operation that wrote a file (`visible`'s `operation_of`), looked up once per instant in the log; only
+    primary-key tables ask. `note` each entry being folded, so files it adds need no lookup."""
+
+    def __init__(self, table: TableMetadata, state: TableState) -> None:
+        self.table = table
+        self.instants = state.instants
+        self.known: dict[str, str | None] = {}
+
+    def note(self, entry: LogEntry) -> None:
+        self.known[entry.instant] = entry.operation
+
+    def __call__(self, data_file: DataFile) -> str | None:
+        if data_file.instant not in self.known:
+            seq = self.instants.get(data_file.instant)
+            operation = None
+            if seq is not None:
+                try:
+                    operation = self.table.commit_log.read(seq).operation
+                except LogEntryExpired:
+                    log.warning("the log entry that wrote %s has expired: the file is not published", data_file.path)
+            self.known[data_file.instant] = operation
+        return self.known[data_file.instant]
