@@ -30,6 +30,7 @@ from airflow_lake.lake.format import checkpoints, history, paths
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.stats_columns import LazyStats
 from airflow_lake.lake.maintenance import retention
+from airflow_lake.lake.publish import delta_publisher
 from airflow_lake.lake.spec.table_spec import stored_spec
 
 if TYPE_CHECKING:
@@ -158,6 +159,11 @@ def expire_log(table: TableMetadata, state: TableState, now: float, data_hours: 
         deleted += table.storage.delete(paths.log_file(seq))
     log.info("clean of %s expired %d log entries (%d to %d, older than %g h; checkpoint %d carries them)",
              table.url, deleted, first, floor - 1, hours, floor)
+    try:  # the published Delta log follows: it starts at a checkpoint of `floor` (`publish.delta_publisher.expire`)
+        delta_publisher.expire(table, floor)
+    except Exception:
+        log.warning("clean of %s: expiring the published Delta log before version %d failed; the next clean "
+                    "retries", table.url, floor, exc_info=True)
     return ExpiredLog(deleted, floor, hours)
 
 

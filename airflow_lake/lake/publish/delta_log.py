@@ -27,6 +27,14 @@ def encode(actions: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()
 
 
+def version_of(name: str) -> int | None:
+    """The version a file of `_delta_log/` belongs to (a version, a checkpoint), or None."""
+    head, _, rest = name.partition(".")
+    if len(head) != 20 or not head.isdigit() or rest not in ("json", "checkpoint.parquet"):
+        return None
+    return int(head)
+
+
 def checkpoint_version(storage: Storage) -> int:
     """The version `_last_checkpoint` names (-1: none, or unreadable: the search then starts at the beginning)."""
     try:
@@ -37,14 +45,20 @@ def checkpoint_version(storage: Storage) -> int:
     return version if isinstance(version, int) and not isinstance(version, bool) and version >= 0 else -1
 
 
+def checkpoint_file(version: int) -> str:
+    """The checkpoint file of `version`."""
+    return f"{DELTA_LOG}/{version:020d}.checkpoint.parquet"
+
+
 def published_upto(storage: Storage, head: int) -> int:
-    """The newest published version at or before `head` (-1: none)."""
+    """The newest published version at or before `head` (-1: none). The log may start at a checkpoint (versions
+    before it cleaned up, or never written: `delta_checkpoint.py`)."""
     if head < 0:
         return -1
     if storage.exists(version_file(head)):
         return head
     low = min(checkpoint_version(storage), head - 1)  # published (or -1); `head` is not
-    if low >= 0 and not storage.exists(version_file(low)):
+    if low >= 0 and not (storage.exists(checkpoint_file(low)) or storage.exists(version_file(low))):
         low = -1  # a checkpoint pointer beyond the versions (a damaged or foreign pointer): search them all
     high = head
     while high - low > 1:

@@ -20,10 +20,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.snapshots import TableState
-from airflow_lake.lake.publish import delta_actions, delta_log, delta_schema
+from airflow_lake.lake.publish import delta_actions, delta_checkpoint, delta_log, delta_schema
 from airflow_lake.lake.publish.visibility import FileOperations, visible
 from airflow_lake.lake.spec.table_spec import stored_spec
 
@@ -52,25 +51,72 @@ def publish(table: TableMetadata, upto: int | None = None) -> DeltaPublished:
     done = delta_log.published_upto(storage, head)
     if done >= head:
         return DeltaPublished(done, 0, time.monotonic() - started)
-    if done < 0 and table.commit_log.start() > 0:
-        raise LakeError(f"{table.url}: the first Delta publish of a table replays its whole log, but `clean` expired "
-                        f"the entries before {table.commit_log.start()}. Fix: raise log.retain.hours before the "
-                        "next clean on tables you publish; this table can only be published from a copy "
-                        "(not yet supported).")
-    state = table.state(done).copy() if done >= 0 else TableState()
+    start = table.commit_log.start()
+    if done + 1 < start:  # the entries after `done` have expired: the Delta log starts again at a checkpoint
+        state = table.state(start).copy()
+        _checkpoint(table, state, FileOperations(table, state))
+        log.info("Delta log of %s starts at a checkpoint of version %d: our entries %d to %d have expired",
+                 table.url, start, done + 1, start - 1)
+        done = start
+    else:
+        state = table.state(done).copy() if done >= 0 else TableState()
     operations = FileOperations(table, state)
+    interval = int(table.spec.float_property("checkpoint.interval"))
     written = 0
     for entry in table.commit_log.entries(done, head):
         operations.note(entry)
         actions = _actions(table, entry, state, operations)
         if storage.create_bytes(delta_log.version_file(entry.seq), delta_log.encode(actions)):
             written += 1
+            if entry.seq % interval == 0 and entry.seq > 0:
+                _checkpoint(table, state, operations)
         else:
             log.info("Delta version %d of %s was published by another writer", entry.seq, table.url)
     seconds = time.monotonic() - started
     if written:
         log.info("published %d Delta version(s) of %s up to %d in %.3f s", written, table.url, head, seconds)
     return DeltaPublished(head, written, seconds)
+
+
+def expire(table: TableMetadata, start: int) -> int:
+    """After `clean` expired our entries before `start`: a Delta checkpoint at `start` (if published that far), then
+    the versions and checkpoints before it deleted, as Delta's log cleanup does; how many files were deleted."""
+    storage = table.storage
+    if delta_log.published_upto(storage, start) < start:
+        return 0  # not published that far: the next publish starts at a checkpoint (`publish`)
+    if not storage.exists(delta_log.checkpoint_file(start)):
+        state = table.state(start).copy()
+        _checkpoint(table, state, FileOperations(table, state))
+    deleted = 0
+    for name in storage.list_dir(delta_log.DELTA_LOG):
+        version = delta_log.version_of(name)
+        if version is not None and version < start:
+            deleted += storage.delete(f"{delta_log.DELTA_LOG}/{name}")
+    if deleted:
+        log.info("Delta log of %s: deleted %d file(s) of versions before %d (our log starts there)", table.url,
+                 deleted, start)
+    return deleted
+
+
+def _table_actions(table: TableMetadata, state: TableState) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The protocol and metaData of the table in `state`."""
+    spec = stored_spec(state.spec)
+    mapping = delta_schema.needs_mapping(spec)
+    first = table.commit_log.read(0) if state.seq > 0 else None
+    instant = first.instant if first is not None else state.instant
+    created = first.completed_at if first is not None else state.completed_at
+    uuid = delta_schema.table_uuid(state.table_id, instant)
+    return (delta_schema.protocol(spec, mapping),
+            delta_schema.metadata(spec, mapping, uuid, int(created * 1000), table.url.rstrip("/").rsplit("/", 1)[-1]))
+
+
+def _checkpoint(table: TableMetadata, state: TableState, operations: FileOperations) -> None:
+    """A Delta checkpoint of `state` (its version is `state.seq`)."""
+    spec = stored_spec(state.spec)
+    protocol, metadata = _table_actions(table, state)
+    files = [f for f in state.files.values() if visible(f, spec, operations)]
+    actions = delta_checkpoint.write(table.storage, state.seq, protocol, metadata, spec, files=files)
+    log.info("Delta checkpoint of %s at version %d (%d actions)", table.url, state.seq, actions)
 
 
 def _actions(table: TableMetadata, entry: LogEntry, state: TableState, operations: FileOperations
@@ -83,12 +129,8 @@ def _actions(table: TableMetadata, entry: LogEntry, state: TableState, operation
     completed_ms = int(entry.completed_at * 1000)
     actions: list[dict[str, Any]] = [{"commitInfo": _commit_info(entry, completed_ms)}]
     if entry.seq == 0 or "spec" in entry.metadata:
-        mapping = delta_schema.needs_mapping(spec)
-        first = table.commit_log.read(0) if entry.seq else entry
-        uuid = delta_schema.table_uuid(state.table_id, first.instant)
-        actions.append({"protocol": delta_schema.protocol(spec, mapping)})
-        actions.append({"metaData": delta_schema.metadata(spec, mapping, uuid, int(first.completed_at * 1000),
-                                                          table.url.rstrip("/").rsplit("/", 1)[-1])})
+        protocol, metadata = _table_actions(table, state)
+        actions += [{"protocol": protocol}, {"metaData": metadata}]
     data_change = entry.operation not in LAYOUT_ONLY
     old_spec = before_spec or spec
     for data_file in removed:
