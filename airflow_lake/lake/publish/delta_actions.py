@@ -71,8 +71,6 @@ def add(data_file: DataFile, spec: TableSpec, modified_ms: int, data_change: boo
                     "stats": stats(data_file, spec)}}
 
 
-def remove(data_file: DataFile, spec: TableSpec, deleted_ms: int, data_change: bool) -> dict[str, Any]:
-    """The `remove` action of a file no longer live."""
-    return {"remove": {"path": uri_path(data_file.path), "deletionTimestamp": deleted_ms, "dataChange": data_change,
-                       "extendedFileMetadata": True, "partitionValues": partition_values(data_file, spec),
-                       "size": data_file.bytes}}
+def remove(path: str, deleted_ms: int, data_change: bool) -> dict[str, Any]:
+    """The `remove` action of a file no longer live (by path: what readers need to drop it)."""
+    return {"remove": {"path": uri_path(path), "deletionTimestamp": deleted_ms, "dataChange": data_change}}

@@ -24,7 +24,7 @@ from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.snapshots import TableState
 from airflow_lake.lake.publish import delta_actions, delta_checkpoint, delta_log, delta_schema
 from airflow_lake.lake.publish.visibility import FileOperations, visible
-from airflow_lake.lake.spec.table_spec import stored_spec
+from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
 
 if TYPE_CHECKING:
     from airflow_lake.lake.format.table_metadata import TableMetadata
@@ -44,7 +44,11 @@ class DeltaPublished:
 
 
 def publish(table: TableMetadata, upto: int | None = None) -> DeltaPublished:
-    """Write the Delta versions of our entries after the newest published one, up to `upto` (default the head)."""
+    """Write the Delta versions of our entries after the newest published one, up to `upto` (default the head).
+
+    After a commit only its own entry is new: the versions are made from the entries, the spec in force at each
+    (`_Specs`) and the latest state (which files a primary-key table shows), never from a state folded again.
+    """
     started = time.monotonic()
     storage = table.storage
     head = table.commit_log.head() if upto is None else upto
@@ -53,29 +57,53 @@ def publish(table: TableMetadata, upto: int | None = None) -> DeltaPublished:
         return DeltaPublished(done, 0, time.monotonic() - started)
     start = table.commit_log.start()
     if done + 1 < start:  # the entries after `done` have expired: the Delta log starts again at a checkpoint
-        state = table.state(start).copy()
-        _checkpoint(table, state, FileOperations(table, state))
+        at_start = table.state(start)
+        _checkpoint(table, at_start, FileOperations(table, at_start))
         log.info("Delta log of %s starts at a checkpoint of version %d: our entries %d to %d have expired",
                  table.url, start, done + 1, start - 1)
         done = start
-    else:
-        state = table.state(done).copy() if done >= 0 else TableState()
-    operations = FileOperations(table, state)
+    latest = table.state(head)
+    operations = FileOperations(table, latest)
+    specs = _Specs(table, latest)
     interval = int(table.spec.float_property("checkpoint.interval"))
     written = 0
     for entry in table.commit_log.entries(done, head):
         operations.note(entry)
-        actions = _actions(table, entry, state, operations)
+        actions = _actions(table, entry, specs.at(entry), operations, latest)
         if storage.create_bytes(delta_log.version_file(entry.seq), delta_log.encode(actions)):
             written += 1
             if entry.seq % interval == 0 and entry.seq > 0:
-                _checkpoint(table, state, operations)
+                state = latest if entry.seq == head else table.state(entry.seq)
+                _checkpoint(table, state, FileOperations(table, state))
         else:
             log.info("Delta version %d of %s was published by another writer", entry.seq, table.url)
     seconds = time.monotonic() - started
     if written:
         log.info("published %d Delta version(s) of %s up to %d in %.3f s", written, table.url, head, seconds)
     return DeltaPublished(head, written, seconds)
+
+
+class _Specs:
+    """The spec in force after each entry: the latest state's, unless a later entry changed it (then one log read
+    per change, through the state's index of the entries that set the spec)."""
+
+    def __init__(self, table: TableMetadata, latest: TableState) -> None:
+        self.table = table
+        self.latest = latest
+        self.changes = latest.spec_changes
+        self.cache: dict[int, TableSpec] = {}
+
+    def at(self, entry: LogEntry) -> TableSpec:
+        if "spec" in entry.metadata:
+            return stored_spec(entry.metadata["spec"])
+        if self.changes is None:  # a state from before the index: fold (rare: old checkpoints)
+            return stored_spec(self.table.state(entry.seq).spec)
+        setter = max((seq for seq in self.changes if seq <= entry.seq), default=None)
+        if setter is None or setter == self.changes[-1]:
+            return stored_spec(self.latest.spec)
+        if setter not in self.cache:
+            self.cache[setter] = stored_spec(self.table.commit_log.read(setter).metadata["spec"])
+        return self.cache[setter]
 
 
 def expire(table: TableMetadata, start: int) -> int:
@@ -100,14 +128,18 @@ def expire(table: TableMetadata, start: int) -> int:
 
 def _table_actions(table: TableMetadata, state: TableState) -> tuple[dict[str, Any], dict[str, Any]]:
     """The protocol and metaData of the table in `state`."""
-    spec = stored_spec(state.spec)
+    return _spec_actions(table, stored_spec(state.spec), state.table_id)
+
+
+def _spec_actions(table: TableMetadata, spec: TableSpec, table_id: str | None
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The protocol and metaData of a table with `spec`."""
     mapping = delta_schema.needs_mapping(spec)
-    first = table.commit_log.read(0) if state.seq > 0 else None
-    instant = first.instant if first is not None else state.instant
-    created = first.completed_at if first is not None else state.completed_at
-    uuid = delta_schema.table_uuid(state.table_id, instant)
+    first = table.commit_log.read(0)
+    uuid = delta_schema.table_uuid(table_id, first.instant)
     return (delta_schema.protocol(spec, mapping),
-            delta_schema.metadata(spec, mapping, uuid, int(created * 1000), table.url.rstrip("/").rsplit("/", 1)[-1]))
+            delta_schema.metadata(spec, mapping, uuid, int(first.completed_at * 1000),
+                                  table.url.rstrip("/").rsplit("/", 1)[-1]))
 
 
 def _checkpoint(table: TableMetadata, state: TableState, operations: FileOperations) -> None:
@@ -119,23 +151,18 @@ def _checkpoint(table: TableMetadata, state: TableState, operations: FileOperati
     log.info("Delta checkpoint of %s at version %d (%d actions)", table.url, state.seq, actions)
 
 
-def _actions(table: TableMetadata, entry: LogEntry, state: TableState, operations: FileOperations
-             ) -> list[dict[str, Any]]:
-    """The actions of `entry`'s version; folds `entry` into `state`."""
-    before_spec = stored_spec(state.spec) if state.spec else None
-    removed = [state.files[p] for p in entry.removed if p in state.files]
-    state.apply(entry)
-    spec = stored_spec(state.spec)
+def _actions(table: TableMetadata, entry: LogEntry, spec: TableSpec, operations: FileOperations,
+             latest: TableState) -> list[dict[str, Any]]:
+    """The actions of `entry`'s version (`spec`: the spec after it). A removed file is named by its path alone: a
+    `remove` of a file another engine never saw (a primary-key table's delta file) is a tombstone readers skip."""
     completed_ms = int(entry.completed_at * 1000)
     actions: list[dict[str, Any]] = [{"commitInfo": _commit_info(entry, completed_ms)}]
     if entry.seq == 0 or "spec" in entry.metadata:
-        protocol, metadata = _table_actions(table, state)
+        protocol, metadata = _spec_actions(table, spec, latest.table_id)
         actions += [{"protocol": protocol}, {"metaData": metadata}]
     data_change = entry.operation not in LAYOUT_ONLY
-    old_spec = before_spec or spec
-    for data_file in removed:
-        if visible(data_file, old_spec, operations):
-            actions.append(delta_actions.remove(data_file, old_spec, completed_ms, data_change))
+    for path in entry.removed:
+        actions.append(delta_actions.remove(path, completed_ms, data_change))
     for data_file in entry.added:
         if visible(data_file, spec, operations):
             actions.append(delta_actions.add(data_file, spec, completed_ms, data_change))
