@@ -54,6 +54,12 @@ class JsonStats(Mapping[str, ColumnStats]):
     def __contains__(self, key: object) -> bool:
         return key in self._raw
 
+    @property
+    def raw_lists(self) -> Mapping[str, list[Any]]:
+        """The JSON form itself, column -> [min, max, null count] (read-only: for code that reads many files' stats
+        and needs no `ColumnStats`, e.g. the published Delta log's)."""
+        return self._raw
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._raw)
 

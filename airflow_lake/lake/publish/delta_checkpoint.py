@@ -77,8 +77,12 @@ def write(storage: Storage, version: int, protocol: dict[str, Any], metadata: di
     meta["configuration"] = _pairs(meta["configuration"])
     meta.setdefault("description", None)
     rows: list[dict[str, Any]] = [{"protocol": protocol}, {"metaData": meta}]
+    plan = delta_actions.StatsPlan(spec)
+    times: dict[str, int] = {}  # instant -> its time: files share instants
     for data_file in files:
-        body = delta_actions.add(data_file, spec, added_ms(data_file), data_change=False)["add"]
+        if data_file.instant not in times:
+            times[data_file.instant] = added_ms(data_file)
+        body = delta_actions.add(data_file, spec, times[data_file.instant], data_change=False, plan=plan)["add"]
         body["partitionValues"] = _pairs(body["partitionValues"])
         rows.append({"add": body})
     table = pa.Table.from_pylist(rows, schema=_schema())

@@ -163,9 +163,10 @@ def _actions(table: TableMetadata, entry: LogEntry, spec: TableSpec, operations:
     data_change = entry.operation not in LAYOUT_ONLY
     for path in entry.removed:
         actions.append(delta_actions.remove(path, completed_ms, data_change))
+    plan = delta_actions.StatsPlan(spec)
     for data_file in entry.added:
         if visible(data_file, spec, operations):
-            actions.append(delta_actions.add(data_file, spec, completed_ms, data_change))
+            actions.append(delta_actions.add(data_file, spec, completed_ms, data_change, plan))
     return actions
 
 
