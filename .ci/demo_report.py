@@ -89,6 +89,32 @@ def query(root: str, day: str) -> None:
           f"({len(day_files) - len(picked)} skipped by their min/max stats)")
 
 
+def engines(root: str) -> None:
+    """Each table as DuckDB reads it through the published Delta log, against our own read and a plain Parquet glob."""
+    import os
+
+    import duckdb  # the dev install's (duckdb + duckdb-ext-delta from PyPI)
+    import duckdb_ext  # type: ignore[import-not-found]
+
+    connection = duckdb.connect()
+    extensions = os.path.join(os.path.dirname(list(duckdb_ext.__path__)[0]), "duckdb_ext", "extensions")
+    connection.execute(f"SET extension_directory='{extensions}'")
+    connection.execute("LOAD delta")
+    for path in sorted(Path(root).iterdir()):
+        table = LakeTable.open(str(path))
+        published = table.publish().delta_seq  # (nothing to do: every commit published itself)
+        ours = table.to_arrow()
+        columns = ", ".join(f'"{c}"' for c in ours.column_names)
+        theirs = connection.execute(f"SELECT {columns} FROM delta_scan('{path}')").fetch_arrow_table()
+        theirs = theirs.select(ours.column_names).cast(ours.schema)  # (DuckDB names UTC Etc/UTC)
+        same = sorted(map(str, ours.to_pylist())) == sorted(map(str, theirs.to_pylist()))
+        glob = connection.execute(f"SELECT count(*) FROM read_parquet('{path}/**/*.parquet')").fetchone()
+        print(f"  {path.name:<15} Delta version {published} = seq {table.commit_log.head()}: DuckDB reads "
+              f"{theirs.num_rows:>6} rows, {'the same rows as' if same else 'NOT the rows of'} airflow-lake "
+              f"({ours.num_rows}); a plain Parquet glob reads {glob[0] if glob else 0}")
+
+
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
-    {"steps": lambda: steps(args), "layers": lambda: layers(args[0]), "query": lambda: query(*args)}[command]()
+    {"steps": lambda: steps(args), "layers": lambda: layers(args[0]), "query": lambda: query(*args),
+     "engines": lambda: engines(args[0])}[command]()
