@@ -97,18 +97,17 @@ def engines(root: str) -> None:
     import duckdb_ext  # type: ignore[import-not-found]
 
     connection = duckdb.connect()
-    extensions = os.path.join(os.path.dirname(list(duckdb_ext.__path__)[0]), "duckdb_ext", "extensions")
-    connection.execute(f"SET extension_directory='{extensions}'")
+    extensions = os.path.join(os.path.dirname(next(iter(duckdb_ext.__path__))), "duckdb_ext", "extensions")
+    connection.execute("SET extension_directory = ?", [extensions])
     connection.execute("LOAD delta")
     for path in sorted(Path(root).iterdir()):
         table = LakeTable.open(str(path))
         published = table.publish().delta_seq  # (nothing to do: every commit published itself)
         ours = table.to_arrow()
-        columns = ", ".join(f'"{c}"' for c in ours.column_names)
-        theirs = connection.execute(f"SELECT {columns} FROM delta_scan('{path}')").fetch_arrow_table()
+        theirs = connection.execute("SELECT * FROM delta_scan(?)", [str(path)]).fetch_arrow_table()
         theirs = theirs.select(ours.column_names).cast(ours.schema)  # (DuckDB names UTC Etc/UTC)
         same = sorted(map(str, ours.to_pylist())) == sorted(map(str, theirs.to_pylist()))
-        glob = connection.execute(f"SELECT count(*) FROM read_parquet('{path}/**/*.parquet')").fetchone()
+        glob = connection.execute("SELECT count(*) FROM read_parquet(?)", [f"{path}/**/*.parquet"]).fetchone()
         print(f"  {path.name:<15} Delta version {published} = seq {table.commit_log.head()}: DuckDB reads "
               f"{theirs.num_rows:>6} rows, {'the same rows as' if same else 'NOT the rows of'} airflow-lake "
               f"({ours.num_rows}); a plain Parquet glob reads {glob[0] if glob else 0}")
