@@ -386,6 +386,24 @@ def ls_data(root: str) -> Data:
     each with its health warnings (`health.table_health`); a table that cannot be read is listed with its
     `error`."""
     from airflow_lake.health import table_health
+
+    real, paths = tables_under(root)
+    tables = []
+    for relative, path in paths:
+        item: Data = {"path": relative, "url": path}
+        try:
+            table = LakeTable.open(path)
+            summary = summary_data(table)
+            item.update(summary, health=table_health(table, summary), error=None)
+        except (LakeError, OSError, ValueError) as err:  # one damaged table must not hide the others
+            item["error"] = str(err)
+        tables.append(item)
+    return {"root": real, "tables": tables}
+
+
+def tables_under(root: str) -> tuple[str, list[tuple[str, str]]]:
+    """The root as resolved (a real local path or a normalized URL) and the lake tables under it, each as (path
+    relative to the root, its URL): the root itself (".") if it is a table, then those below (4 levels deep)."""
     from airflow_lake.ui.roots import find_tables
 
     url = normalize_url(root)
@@ -401,14 +419,4 @@ def ls_data(root: str) -> Data:
     paths += [(ref.relative, ref.path) for ref in find_tables([real], strict=True)]
     if not paths and not is_local(real) and not Storage(real).exists(""):
         raise LakeError(f"{root!r} holds nothing. Fix: give the URL of the prefix the tables lie under.")
-    tables = []
-    for relative, path in paths:
-        item: Data = {"path": relative, "url": path}
-        try:
-            table = LakeTable.open(path)
-            summary = summary_data(table)
-            item.update(summary, health=table_health(table, summary), error=None)
-        except (LakeError, OSError, ValueError) as err:  # one damaged table must not hide the others
-            item["error"] = str(err)
-        tables.append(item)
-    return {"root": real, "tables": tables}
+    return real, paths
