@@ -1,6 +1,7 @@
 """What the command line and the Lake page show of a table, as JSON-able dicts: its timeline, live files per
 partition and bucket, spec and totals, pending clustering plans, a one-table summary (kind, layout, merged keys of
-a primary-key table, last commit, clustering state) and the tables under a root. Metadata only: no Spark, no
+a primary-key table, last commit, clustering state, where publishing for other engines stands) and the tables
+under a root. Metadata only: no Spark, no
 Airflow."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from airflow_lake.lake.spec.partitions import partition_order_key
 from airflow_lake.lake.spec.table_spec import DEFAULT_PROPERTIES, TableSpec
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.upsert.physical import NEWEST, OLDEST, UNKNOWN_OLDEST
+from airflow_lake.publication import published_data
 
 Data = dict[str, Any]
 PartitionKey = tuple[tuple[str, str | None], ...]
@@ -153,7 +155,8 @@ def summary_data(table: LakeTable) -> Data:
     """A table at a glance, from metadata only: its kind, totals, layout (plain and bucketed partitions), the rows
     a reader sees (merged keys for a primary-key table, exact or an upper bound), the last commit and the Airflow
     task that made it, pending instants, clustering state, and for a primary-key table its versions and the delta
-    files not yet compacted. `health.table_health(table, summary)` judges it."""
+    files not yet compacted, and where publishing for other engines stands (`published`:
+    `publication.published_data`). `health.table_health(table, summary)` judges it."""
     state = table.state()
     snap = table.snapshot()
     spec = snap.spec
@@ -181,6 +184,7 @@ def summary_data(table: LakeTable) -> Data:
         "pending": pending,
         "clustering": clustering,
         "primary_key": keyed,
+        "published": published_data(table, state),
     }
 
 
