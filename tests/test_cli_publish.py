@@ -10,7 +10,9 @@ import io
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
+import pytest
 from deltalake import DeltaTable
 
 from airflow_lake.cli import main
@@ -93,3 +95,31 @@ def test_a_directory_without_tables_and_a_table_that_does_not_publish(tmp_path: 
     assert code == 0
     assert out.strip() == f"{off.url}: not published (table property publish.delta is false), log at seq 0"
     assert not Path(off.storage.path("_delta_log")).exists()
+
+
+def test_ls_and_the_page_show_commits_not_published_yet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_lake.lake.publish import delta_publisher
+    from airflow_lake.ui import data, pages
+    from airflow_lake.ui.roots import resolve
+
+    table = table_with_commits(tmp_path / "lake" / "sales", 1)
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise OSError("the store refused the Delta version")
+
+    monkeypatch.setattr(delta_publisher, "publish", broken)  # the publish after the next commit fails
+    append(table, "late", disk=True)
+    monkeypatch.undo()
+
+    code, out, _ = cli("ls", str(tmp_path / "lake"))
+    assert code == 0 and "delta 1/2" in out.splitlines()[2]
+    assert ("sales: 1 commit(s) not published for other engines yet (the next commit or `airflow-lake publish` "
+            "catches up)") in out
+    row = data.table_summary(resolve("0/sales", [str(tmp_path / "lake")]))
+    assert row["published"] == {"seq": 2, "published_seq": 1, "unpublished_commits": 1}
+    assert ("<td class='published' data-published-seq='1'>Delta <span class='published-seq'>1</span> / "
+            "<span class='head-seq'>2</span><div class='unpublished warn'>1 commit(s) not published yet</div></td>"
+            ) in pages.index_page([str(tmp_path / "lake")], [row], [])
+
+    assert cli("publish", table.url)[0] == 0
+    assert "delta 2/2" in cli("ls", str(tmp_path / "lake"))[1]
