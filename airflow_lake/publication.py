@@ -8,7 +8,7 @@ Airflow.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.format.data_files import DataFile
@@ -58,7 +58,7 @@ def hidden_data(table: LakeTable, state: TableState) -> dict[str, int]:
             "hidden_rows": sum(f.rows for f in waiting), "tombstone_files": len(hidden) - len(waiting)}
 
 
-def _operations(table: LakeTable, state: TableState) -> Any:
+def _operations(table: LakeTable, state: TableState) -> Callable[[DataFile], str | None]:
     """`visible`'s `operation_of`: a file of an upsert entry is known from the state's version index (no log
     read; most live files of a busy primary-key table are such deltas); other files' entries are read once each."""
     upserts = set((state.versions or {}).values())
