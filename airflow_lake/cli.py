@@ -14,13 +14,16 @@
     airflow-lake delete /lake/sales --where PREDICATE | --filter COLUMN OP VALUE ... [--dry-run] [--json]
                                    (the one command that starts Spark: rows are rewritten; cli_delete.py)
     airflow-lake delete /lake/users --keys '[{"user_id": 42}]' --version N   (primary-key tables)
+    airflow-lake publish PATH [PATH ...] [--json]  (catch tables up with their Delta Lake log, for other engines;
+                                                    every table under a root; also the first time: cli_publish.py)
     airflow-lake connect-server [--port 15002] [--master local[2]] [--json]   (a Spark Connect server for lake tasks)
 
 It works on metadata (the commit log, checkpoints and pending instants), so it needs neither Spark nor Airflow.
 Every path may be a table URL on an object store instead (`airflow-lake ls s3://bucket/lake`, `airflow-lake show
 s3://bucket/lake/sales`), reached with the store's usual configuration (for S3: AWS_* environment variables or
 ~/.aws, as botocore reads them; AWS_ENDPOINT_URL for an S3-compatible server).
-Only `remove-orphan-files`, `rollback-pending`, `restore`, `clean`, `alter` and `delete` change anything: the first
+Only `remove-orphan-files`, `rollback-pending`, `restore`, `clean`, `alter` and `delete` change anything in our
+log or data (`publish` writes only the published metadata other engines read): the first
 deletes files no log entry holds (younger than the table's clean.retain.hours only with --force), the second rolls
 back the named pending instants (a clustering plan too; never a live writer) or, without ids, every pending instant
 whose writer died, the third commits a snapshot equal to an earlier one (`--to`: 17 digits are an instant id, other
@@ -44,6 +47,7 @@ from typing import NoReturn
 from airflow_lake import cli_format as fmt
 from airflow_lake import connect_server
 from airflow_lake.cli_delete import add_delete_parser, delete_data, render_delete
+from airflow_lake.cli_publish import add_publish_parser, failure_line, publish_data, render_publish
 from airflow_lake.lake.errors import LakeError, LakeSpecError
 from airflow_lake.lake.format.instants import is_instant_id
 from airflow_lake.lake.maintenance import restore as restore_module
@@ -103,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `airflow-lake`."""
     parser: argparse.ArgumentParser = _Parser(
         prog=PROG, description="Inspect airflow-lake tables (metadata only), list the tables under a root, remove "
-        "orphan files, roll back pending instants, clean, restore an earlier snapshot, alter, delete.")
+        "orphan files, roll back pending instants, clean, restore an earlier snapshot, alter, delete, publish for "
+        "other engines.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     listing = commands.add_parser("ls", help="every lake table under a root: kind, rows, files, size, last commit, "
                                   "health")
@@ -158,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("instants", nargs="*", metavar="INSTANT",
                          help="pending instant ids (17 digits) as `timeline` and `plans` show them")
     add_delete_parser(commands)  # (needs Spark: cli_delete.py)
+    add_publish_parser(commands)  # (every table at or under each PATH: cli_publish.py)
     server = commands.add_parser("connect-server", help="run a Spark Connect server (from the pip package) for "
                                  "lake tasks")
     connect_server.add_arguments(server)
@@ -354,6 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "ls":
             data, render = ls_data(args.root), fmt.render_ls
+        elif args.command == "publish":
+            data, render = publish_data(args.paths), render_publish
         else:
             collect, render = COMMANDS[args.command]
             _check_as_of(getattr(args, "as_of", None))
@@ -363,12 +371,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:
         if not _is_store_client_error(err):
             raise
-        where = args.root if args.command == "ls" else args.path
+        where = args.root if args.command == "ls" else " ".join(args.paths) if args.command == "publish" else args.path
         return _fail(f"{where}: the store could not be reached ({type(err).__name__}: {err}). Fix: configure the "
                      "store's credentials and endpoint for this shell (for S3 the AWS_* environment variables or "
                      "~/.aws as botocore reads them: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE, "
                      "AWS_DEFAULT_REGION, and AWS_ENDPOINT_URL for an S3-compatible server).", args.json)
     _emit(json.dumps(data, indent=2, default=str) if args.json else render(data))
+    if args.command == "publish" and data["failed"]:  # the others were published; this one is named
+        for item in data["tables"]:
+            if item["error"] is not None:
+                print(f"{PROG}: {failure_line(item)}", file=sys.stderr)
+        return EXIT_ERROR
     return EXIT_OK
 
 

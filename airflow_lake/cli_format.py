@@ -277,18 +277,49 @@ def render_ls(data: Mapping[str, Any]) -> str:
     tables = data["tables"]
     if not tables:
         return f"{data['root']}: no lake tables"
-    headers = ["TABLE", "KIND", "ROWS", "FILES", "SIZE", "LAST COMMIT (UTC)", "HEALTH"]
+    headers = ["TABLE", "KIND", "ROWS", "FILES", "SIZE", "LAST COMMIT (UTC)", "PUBLISHED", "HEALTH"]
     rows, notes = [], []
     for item in tables:
         if item.get("error"):
-            rows.append([item["path"], "-", "-", "-", "-", "-", "unreadable"])
+            rows.append([item["path"], "-", "-", "-", "-", "-", "-", "unreadable"])
             notes.append(f"{item['path']}: {item['error']}")
             continue
         last = item["last_commit"]
+        published = item.get("published") or {}
         rows.append([item["path"], item["kind_text"], rows_text(item["rows"]), fmt_count(item["totals"]["files"]),
                      fmt_bytes(item["totals"]["bytes"]),
                      f"{last['seq']} {last['operation']} {fmt_time(last['completed_at'])}",
-                     health_text(item["health"])])
+                     published_text(published), health_text(item["health"])])
         notes += [f"{item['path']}: {w['message']}" for w in item["health"]]
+        notes += [f"{item['path']}: {note}" for note in published_notes(published)]
     out = f"{data['root']}\n" + render_table(headers, rows, right={2, 3, 4})
     return out + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def published_text(published: Mapping[str, Any]) -> str:
+    """Where publishing stands, in a cell: 'delta 41/41' (the newest published Delta version / our head), with the
+    files of a primary-key table other engines do not see yet ('delta 41/41, 5 hidden'), 'off' when the table does
+    not publish."""
+    seq, done = published.get("seq"), published.get("published_seq")
+    if done is None:
+        return "off" if seq is not None else "-"
+    text = f"delta {'-' if done < 0 else done}/{seq}"
+    hidden = int(published.get("hidden_files") or 0) - int(published.get("tombstone_files") or 0)
+    return text + (f", {fmt_count(hidden)} hidden" if hidden > 0 else "")
+
+
+def published_notes(published: Mapping[str, Any]) -> list[str]:
+    """What other engines do not see yet, in words: commits not published (caught up by the next commit or
+    `airflow-lake publish`), a primary-key table's upserts since its last compaction."""
+    notes = []
+    behind = published.get("unpublished_commits")
+    if behind:
+        notes.append(f"{fmt_count(int(behind))} commit(s) not published for other engines yet (the next commit or "
+                     "`airflow-lake publish` catches up)")
+    commits = published.get("hidden_commits")
+    if commits:
+        files = int(published.get("hidden_files") or 0) - int(published.get("tombstone_files") or 0)
+        notes.append(f"{fmt_count(int(commits))} upsert commit(s) ({fmt_count(files)} file(s), "
+                     f"{fmt_count(int(published.get('hidden_rows') or 0))} row(s)) not visible to other engines "
+                     "until the next compact_upserts")
+    return notes

@@ -25,7 +25,7 @@ def get_provider_info() -> dict[str, Any]:
                                 "airflow_lake.operators.maintenance", "airflow_lake.operators.bucket_rewrite",
                                 "airflow_lake.operators.clustering", "airflow_lake.operators.upsert",
                                 "airflow_lake.operators.compact_upserts", "airflow_lake.operators.alter_table",
-                                "airflow_lake.operators.restore"]},
+                                "airflow_lake.operators.restore", "airflow_lake.operators.publish"]},
         ],
         "sensors": [{"integration-name": "Airflow Lake", "python-modules": ["airflow_lake.sensors.commit_count"]}],
         "triggers": [{"integration-name": "Airflow Lake", "python-modules": ["airflow_lake.triggers.commit_count"]}],

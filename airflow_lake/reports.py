@@ -1,6 +1,7 @@
 """What the command line and the Lake page show of a table, as JSON-able dicts: its timeline, live files per
 partition and bucket, spec and totals, pending clustering plans, a one-table summary (kind, layout, merged keys of
-a primary-key table, last commit, clustering state) and the tables under a root. Metadata only: no Spark, no
+a primary-key table, last commit, clustering state, where publishing for other engines stands) and the tables
+under a root. Metadata only: no Spark, no
 Airflow."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from airflow_lake.lake.spec.partitions import partition_order_key
 from airflow_lake.lake.spec.table_spec import DEFAULT_PROPERTIES, TableSpec
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.upsert.physical import NEWEST, OLDEST, UNKNOWN_OLDEST
+from airflow_lake.publication import published_data
 
 Data = dict[str, Any]
 PartitionKey = tuple[tuple[str, str | None], ...]
@@ -153,7 +155,8 @@ def summary_data(table: LakeTable) -> Data:
     """A table at a glance, from metadata only: its kind, totals, layout (plain and bucketed partitions), the rows
     a reader sees (merged keys for a primary-key table, exact or an upper bound), the last commit and the Airflow
     task that made it, pending instants, clustering state, and for a primary-key table its versions and the delta
-    files not yet compacted. `health.table_health(table, summary)` judges it."""
+    files not yet compacted, and where publishing for other engines stands (`published`:
+    `publication.published_data`). `health.table_health(table, summary)` judges it."""
     state = table.state()
     snap = table.snapshot()
     spec = snap.spec
@@ -181,6 +184,7 @@ def summary_data(table: LakeTable) -> Data:
         "pending": pending,
         "clustering": clustering,
         "primary_key": keyed,
+        "published": published_data(table, state),
     }
 
 
@@ -386,6 +390,24 @@ def ls_data(root: str) -> Data:
     each with its health warnings (`health.table_health`); a table that cannot be read is listed with its
     `error`."""
     from airflow_lake.health import table_health
+
+    real, paths = tables_under(root)
+    tables = []
+    for relative, path in paths:
+        item: Data = {"path": relative, "url": path}
+        try:
+            table = LakeTable.open(path)
+            summary = summary_data(table)
+            item.update(summary, health=table_health(table, summary), error=None)
+        except (LakeError, OSError, ValueError) as err:  # one damaged table must not hide the others
+            item["error"] = str(err)
+        tables.append(item)
+    return {"root": real, "tables": tables}
+
+
+def tables_under(root: str) -> tuple[str, list[tuple[str, str]]]:
+    """The root as resolved (a real local path or a normalized URL) and the lake tables under it, each as (path
+    relative to the root, its URL): the root itself (".") if it is a table, then those below (4 levels deep)."""
     from airflow_lake.ui.roots import find_tables
 
     url = normalize_url(root)
@@ -401,14 +423,4 @@ def ls_data(root: str) -> Data:
     paths += [(ref.relative, ref.path) for ref in find_tables([real], strict=True)]
     if not paths and not is_local(real) and not Storage(real).exists(""):
         raise LakeError(f"{root!r} holds nothing. Fix: give the URL of the prefix the tables lie under.")
-    tables = []
-    for relative, path in paths:
-        item: Data = {"path": relative, "url": path}
-        try:
-            table = LakeTable.open(path)
-            summary = summary_data(table)
-            item.update(summary, health=table_health(table, summary), error=None)
-        except (LakeError, OSError, ValueError) as err:  # one damaged table must not hide the others
-            item["error"] = str(err)
-        tables.append(item)
-    return {"root": real, "tables": tables}
+    return real, paths

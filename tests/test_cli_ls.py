@@ -107,8 +107,9 @@ def ls_rows(text: str) -> dict[str, list[str]]:
 def expected_cells(table: LakeTable, kind: str, rows: str, health: str = "ok") -> list[str]:
     snap = table.snapshot()
     last = table.commit_log.read(snap.seq)
+    # every commit is published (Delta version = our seq): caught up
     return [kind, rows, f"{len(snap.files):,}", fmt_bytes(snap.bytes),
-            f"{last.seq} {last.operation} {fmt_time(last.completed_at)}", health]
+            f"{last.seq} {last.operation} {fmt_time(last.completed_at)}", f"delta {snap.seq}/{snap.seq}", health]
 
 
 def test_ls_lists_every_table_with_its_kind_rows_files_and_last_commit(lake: dict[str, Any]) -> None:
@@ -134,6 +135,24 @@ def test_ls_lists_every_table_with_its_kind_rows_files_and_last_commit(lake: dic
     bound = int(keyed[2].removeprefix("<= ").removesuffix(" keys").replace(",", ""))
     assert lake["keys"] <= bound < lake["keyed"].snapshot().rows
     assert keyed[3:6] == expected_cells(lake["keyed"], "", "")[2:5]
+    # the upsert and the versioned delete since the compaction: their files are not published (other engines
+    # see the table as of its compaction), counted from what delta-rs reads of the published log
+    seq = lake["keyed"].commit_log.head()
+    hidden = hidden_from_delta_rs(lake["keyed"])
+    assert keyed[6] == f"delta {seq}/{seq}, {len(hidden)} hidden"
+    assert (f"keyed: 2 upsert commit(s) ({len(hidden)} file(s), {sum(f.rows for f in hidden)} row(s)) not visible "
+            "to other engines until the next compact_upserts") in out
+
+
+def hidden_from_delta_rs(table: LakeTable, *, tombstones: bool = False) -> list[Any]:
+    """The live files the Delta log (read by delta-rs) does not publish: those of the commits since the compaction,
+    or (`tombstones`) the compaction's own that hold delete tombstones (never published, by design)."""
+    from deltalake import DeltaTable
+
+    published = set(DeltaTable(table.url).file_uris())
+    unpublished = [f for f in table.snapshot().files if table.storage.path(f.path) not in published]
+    compaction = {e.instant for e in table.entries_since(0) if e.operation == "compact_upserts"}
+    return [f for f in unpublished if (f.instant in compaction) == tombstones]
 
 
 def test_ls_of_a_compacted_primary_key_table_counts_its_merged_keys_exactly(lake: dict[str, Any]) -> None:
@@ -184,6 +203,16 @@ def test_ls_json(lake: dict[str, Any]) -> None:
     assert sum(d["files"] for d in pk["pending_deltas"]) == len(deltas) == pk["delta_files"]
     assert sum(d["rows"] for d in pk["pending_deltas"]) == sum(f.rows for f in deltas)
     assert sorted(d["bucket"] for d in pk["pending_deltas"]) == sorted({f.bucket for f in deltas})
+    # where publishing stands: caught up, the deltas since the compaction hidden from other engines
+    seq = lake["keyed"].commit_log.head()
+    assert by_path["plain"]["published"] == {"seq": 2, "published_seq": 2, "unpublished_commits": 0}
+    published = by_path["keyed"]["published"]
+    assert (published["seq"], published["published_seq"], published["unpublished_commits"]) == (seq, seq, 0)
+    assert published["hidden_files"] - published["tombstone_files"] == len(deltas) == \
+        len(hidden_from_delta_rs(lake["keyed"]))
+    # the compaction's files with the tombstones of the deleted keys 1 and 2
+    assert published["tombstone_files"] == len(hidden_from_delta_rs(lake["keyed"], tombstones=True)) >= 1
+    assert (published["hidden_commits"], published["hidden_rows"]) == (2, sum(f.rows for f in deltas))
 
 
 def test_timeline_shows_upsert_versions(lake: dict[str, Any]) -> None:

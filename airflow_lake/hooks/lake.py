@@ -148,8 +148,10 @@ class LakeHook(BaseHook):
         result = run(None, operation, payload)
         stored = self.read_metrics(operation, table, request_id, already_committed=done_before)
         # no entry (nothing to do, a dry run, a plan stored but not committed): what the run reported is all there
-        # is to say, and its own fields win over the placeholder's (a plan's `noop: false` must not turn true)
-        return {**stored, **result} if stored.get("noop") else stored
+        # is to say, and its own fields win over the placeholder's (a plan's `noop: false` must not turn true);
+        # else the entry's metrics, with what the run added after its commit (where publishing stands)
+        return {**stored, **result} if stored.get("noop") else {**stored, **{k: v for k, v in result.items()
+                                                                             if k not in stored}}
 
     def _run_submit(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
         table, request_id = str(payload.get("table", "")), str(payload["request_id"])
@@ -179,7 +181,9 @@ class LakeHook(BaseHook):
         if hook.outcome.result is not None:
             return hook.outcome.result
         # cluster deploy mode: the driver's output is not ours to read; its instant says what it did
-        return self.read_metrics(operation, table, request_id, already_committed=done_before)
+        from airflow_lake.publication import with_publication
+
+        return with_publication(self.read_metrics(operation, table, request_id, already_committed=done_before))
 
     def _run_connect(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook

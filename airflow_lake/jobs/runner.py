@@ -11,6 +11,7 @@ from airflow_lake.jobs import caller, registry
 from airflow_lake.jobs.noop import NothingToDo
 from airflow_lake.lake.spark.bucketed_read import drop_read_tables, read_tables_mark
 from airflow_lake.lake.spec.strict import check_depth
+from airflow_lake.publication import with_publication
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -19,7 +20,9 @@ log = logging.getLogger(__name__)
 
 
 def run(spark: SparkSession | None, operation: str, spec: Mapping[str, Any]) -> dict[str, Any]:
-    """Run `operation` with `spec` in this process and return its metrics (also stored in its instant).
+    """Run `operation` with `spec` in this process and return its metrics (also stored in its instant), with where
+    publishing for other engines stands after it (`publication.with_publication`: `published_seq`,
+    `unpublished_commits`, for a primary-key table `hidden_files`...; not stored in the instant: it changes after).
 
     The spec's optional `airflow` field (the task instance that asked, `jobs.caller`) is recorded in the metadata
     of every log entry the operation writes."""
@@ -43,5 +46,7 @@ def run(spark: SparkSession | None, operation: str, spec: Mapping[str, Any]) -> 
     finally:
         if spark is not None:  # a warm (Spark Connect) session must not keep a catalog table per read
             drop_read_tables(spark, since=mark)
+    # here, once, for every path that runs an operation (spark-submit's result line, Spark Connect, in-process)
+    metrics = with_publication(metrics)
     log.info("%s finished in %.1f s: %s", operation, time.monotonic() - started, metrics)
     return metrics

@@ -90,7 +90,7 @@ class Opened:
 # -- the list ----------------------------------------------------------------------------------------------------
 def table_summary(ref: TableRef, opened: Opened | None = None) -> dict[str, Any]:
     """One row of the table list (and the head of a table's page): `reports.summary_data` (kind, totals, layout,
-    last commit, pending instants, clustering, primary-key state) with the table's health warnings."""
+    last commit, pending instants, clustering, primary-key state, publishing) with the table's health warnings."""
     opened = opened or Opened.of(ref)
     report = reports.summary_data(opened.table)
     spec, totals, clustering = opened.spec, report["totals"], report["clustering"]
@@ -108,6 +108,9 @@ def table_summary(ref: TableRef, opened: Opened | None = None) -> dict[str, Any]
         "pending_plans": clustering["pending_plans"], "clustering": clustering,
         # None for a table never clustered and without a plan: there is nothing to count since
         "commits_since_last_clustering": clustering["commits_since"],
+        # where publishing for other engines stands: the published Delta seq against ours, for a primary-key table
+        # the files and commits other engines see only after the next compaction (`publication.published_data`)
+        "published": report["published"],
     }
     summary["health"] = health.table_health(opened.table, report)
     return summary

@@ -162,6 +162,7 @@ def index_page(roots: Sequence[str], tables: Sequence[Mapping[str, Any]], errors
         f"<td>{escape(', '.join(t['partition_by']) or '-')}</td><td>{escape(layout_text(t['layout']))}</td>"
         f"<td>{escape(', '.join(t['primary_key'] or []) or '-')}</td>"
         f"<td class='n since'>{_since(t)}</td><td class='n plans'>{t['pending_plans']}</td>"
+        f"{_published_cell(t.get('published') or {})}"
         f"<td class='health'>{_health_text(t['health'])}</td></tr>"
         for t in tables)
     roots_text = "".join(f"<li><code>{i}</code> {escape(r)}</li>" for i, r in enumerate(roots)) or \
@@ -171,6 +172,7 @@ def index_page(roots: Sequence[str], tables: Sequence[Mapping[str, Any]], errors
             "<table id='tables'><thead><tr><th>Table</th><th>Kind</th><th class='n'>Rows</th><th class='n'>Files</th>"
             "<th class='n'>Size</th><th class='n'>Instants</th><th>Last commit (UTC)</th><th>Partitions</th>"
             "<th>Buckets</th><th>Key</th><th class='n'>Commits since clustering</th><th class='n'>Pending plans</th>"
+            "<th title='The newest Delta Lake version other engines read, against our log'>Published</th>"
             "<th>Health</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>" + (f"<p>Unreadable:</p><ul>{problems}</ul>" if problems else ""))
     return _page("Lake tables", body)
@@ -205,13 +207,35 @@ def table_page(detail: Mapping[str, Any], layouts: Sequence[str]) -> str:
 def _facts(s: Mapping[str, Any]) -> str:
     return ("<table id='totals'><tr><th class='n'>Rows</th><th class='n'>Files</th><th class='n'>Size</th>"
             "<th class='n'>Partitions</th><th class='n'>Instants</th><th>Last commit (UTC)</th><th>Buckets</th>"
-            "<th>Key</th></tr>"
+            "<th>Key</th><th>Published for other engines</th></tr>"
             f"<tr>{_rows_cell(s)}<td class='n files'>{s['files']:,}</td>"
             f"<td class='n bytes'>{fmt_bytes(s['bytes'])}</td>"
             f"<td class='n partitions'>{s['partitions']:,}</td><td class='n instants'>{s['seq'] + 1:,}</td>"
             f"{_last_commit_cell(s.get('last_commit') or {})}"
             f"<td class='buckets'>{escape(layout_text(s['layout']))}</td>"
-            f"<td>{escape(', '.join(s['primary_key'] or []) or '-')}</td></tr></table>")
+            f"<td>{escape(', '.join(s['primary_key'] or []) or '-')}</td>"
+            f"{_published_cell(s.get('published') or {})}</tr></table>")
+
+
+def _published_cell(published: Mapping[str, Any]) -> str:
+    """Where publishing stands: the newest published Delta version against our head, the commits not published
+    yet, and for a primary-key table the upserts other engines see only after the next compaction."""
+    seq, done = published.get("seq"), published.get("published_seq")
+    if done is None:
+        text = "off <span class='muted'>(publish.delta is false)</span>" if seq is not None else "-"
+        return f"<td class='published' data-published-seq=''>{text}</td>"
+    behind = int(published.get("unpublished_commits") or 0)
+    head = (f"Delta <span class='published-seq'>{_plain(done if done >= 0 else None)}</span> / "
+            f"<span class='head-seq'>{_plain(seq)}</span>")
+    lines = [f"<div class='unpublished warn'>{_n(behind)} commit(s) not published yet</div>" if behind else ""]
+    commits = published.get("hidden_commits")
+    if commits is not None:
+        files = int(published.get("hidden_files") or 0) - int(published.get("tombstone_files") or 0)
+        lines.append(f"<div class='hidden muted' data-hidden-commits='{int(commits)}' data-hidden-files='{files}'>"
+                     + (f"{_n(int(commits))} upsert commit(s), {_n(files)} file(s) not visible elsewhere until "
+                        "the next compaction" if commits else "all upserts compacted: visible elsewhere")
+                     + "</div>")
+    return f"<td class='published' data-published-seq='{_plain(done)}'>{head}{''.join(lines)}</td>"
 
 
 def _last_commit_cell(last: Mapping[str, Any]) -> str:

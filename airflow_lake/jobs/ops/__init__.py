@@ -10,6 +10,7 @@ from airflow_lake.jobs.ops import (
     create_table,
     delete,
     execute_clustering,
+    publish,
     remove_orphan_files,
     restore,
     rollback_pending,
@@ -19,4 +20,5 @@ from airflow_lake.jobs.ops import (
 )
 
 __all__ = ["alter_table", "bucket_rewrite", "clean", "compact_upserts", "create_table", "delete", "execute_clustering",
-           "remove_orphan_files", "restore", "rollback_pending", "schedule_clustering", "versioned_upsert", "write"]
+           "publish", "remove_orphan_files", "restore", "rollback_pending", "schedule_clustering", "versioned_upsert",
+           "write"]
