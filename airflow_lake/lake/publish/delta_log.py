@@ -40,7 +40,7 @@ def checkpoint_version(storage: Storage) -> int:
     try:
         raw = storage.read_json(LAST_CHECKPOINT)
         version = raw["version"]
-    except (FileNotFoundError, KeyError, ValueError, TypeError):
+    except (OSError, KeyError, ValueError, TypeError):  # missing, a damaged `_delta_log` (a file), not JSON
         return -1
     return version if isinstance(version, int) and not isinstance(version, bool) and version >= 0 else -1
 
