@@ -98,10 +98,10 @@ def readers(path: str) -> dict[str, Any]:
 
         connection = duckdb.connect()
         directory = os.path.join(os.path.dirname(duckdb_ext.__path__[0]), "duckdb_ext", "extensions")
-        connection.execute(f"SET extension_directory='{directory}'")
+        connection.execute("SET extension_directory = ?", [directory])
         connection.execute("LOAD delta")
-        seconds, rows = timed(lambda: connection.execute(
-            f"SELECT count(*) FROM delta_scan('{path}') WHERE c0 < 0").fetchone())
+        seconds, _ = timed(lambda: connection.execute("SELECT count(*) FROM delta_scan(?) WHERE c0 < 0",
+                                                      [path]).fetchone())
         out["duckdb"] = {"seconds": round(seconds, 3), "note": "plans over every file's stats; reads none"}
     except ImportError:
         out["duckdb"] = "not installed"
