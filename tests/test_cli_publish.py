@@ -76,7 +76,7 @@ def test_one_table_that_fails_is_named_and_the_others_are_still_published(tmp_pa
     assert (data["published"], data["failed"], data["exit_code"]) == (1, 1, 2)
     assert by_url[fine.url]["error"] is None and by_url[fine.url]["delta_versions_written"] == 3
     assert read_by_delta_rs(fine) == (2, live_paths(fine))
-    assert "Not a directory" in by_url[broken.url]["error"] and "_delta_log" in by_url[broken.url]["error"]
+    assert "_delta_log" in by_url[broken.url]["error"]  # (the OS error of writing a version under a file)
     assert err == f"airflow-lake: {broken.url}: publishing failed: {by_url[broken.url]['error']}\n"
     assert broken.commit_log.head() == 2  # our log, the truth, untouched
 
