@@ -128,6 +128,10 @@ def jdbc_url(catalog_uri: str) -> str:
     return "jdbc:sqlite:" + rest[1:].split("?")[0]  # sqlite:////abs -> /abs, sqlite:///rel -> rel
 
 
+# the timings and Spark version of the last call (session_seconds, total_seconds, spark_version): for the docs
+last_run: dict[str, Any] = {}
+
+
 def _run(python: str, jars: Sequence[Path], spec: dict[str, Any]) -> list[dict[str, Any]]:
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "PYSPARK_SUBMIT_ARGS", "PYTHONPATH")}
     env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
@@ -147,10 +151,6 @@ def _run(python: str, jars: Sequence[Path], spec: dict[str, Any]) -> list[dict[s
     last_run.update(answer)
     results: list[dict[str, Any]] = answer["results"]
     return results
-
-
-# the timings and Spark version of the last call (session_seconds, total_seconds, spark_version): for the docs
-last_run: dict[str, Any] = {}
 
 
 def _rows(result: dict[str, Any], what: str) -> list[dict[str, Any]]:

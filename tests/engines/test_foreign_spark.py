@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.engines import foreign_spark
 from tests.engines.foreign_spark import (
     DeltaRead,
     DeltaSql,
@@ -30,8 +31,6 @@ from tests.engines.foreign_spark import (
     require_foreign_spark,
     run_delta,
 )
-
-pytestmark = pytest.mark.slow
 
 OWN_FEATURE = "airflowLakeOwned"
 REFUSED = "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
@@ -119,7 +118,9 @@ def delta_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     before = {t: _parquet_files(t) for t in (plain, owned, mapped)}
     requests: list[DeltaRead | DeltaSql] = [DeltaRead(str(plain)), DeltaRead(str(plain), 0), DeltaRead(str(plain), 1),
                                             DeltaRead(str(owned)), DeltaRead(str(mapped))]
-    writes = {t: _foreign_writes(t) for t in (owned, mapped)}
+    # the column-mapped table: the two writes that matter most (a delete of files, an append); the same check
+    writes = {owned: _foreign_writes(owned), mapped: [f"VACUUM delta.`{mapped}` RETAIN 0 HOURS",
+                                                      f"INSERT INTO delta.`{mapped}` VALUES (9, 'v9', 'a')"]}
     requests += [DeltaSql(sql) for t in (owned, mapped) for sql in writes[t]]
     requests += [DeltaRead(str(owned)), DeltaRead(str(mapped))]
     answers = run_delta(requests)
@@ -127,6 +128,7 @@ def delta_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "answers": answers, "writes": writes}
 
 
+@pytest.mark.slow
 def test_delta_latest_and_time_travel_equal_delta_rs(delta_run: dict[str, Any]) -> None:
     plain: Path = delta_run["plain"]
     latest, v0, v1 = delta_run["answers"][:3]
@@ -138,12 +140,14 @@ def test_delta_latest_and_time_travel_equal_delta_rs(delta_run: dict[str, Any]) 
     assert len(_parquet_files(plain)) > len(live)  # the delete's removed file is still on disk, and not read
 
 
+@pytest.mark.slow
 def test_delta_reads_a_table_with_our_writer_feature(delta_run: dict[str, Any]) -> None:
     owned, mapped = delta_run["answers"][3:5]
     assert _bag(owned) == _bag(OWNED_ROWS)  # the stray file is not read; an unknown writer feature does not stop it
     assert _bag(mapped) == _bag(OWNED_ROWS)  # column mapping: logical names over the col-N physical columns
 
 
+@pytest.mark.slow
 def test_delta_spark_refuses_every_write_and_deletes_nothing(delta_run: dict[str, Any]) -> None:
     answers = delta_run["answers"]
     statements = [sql for key in ("owned", "mapped") for sql in delta_run["writes"][delta_run[key]]]
@@ -162,6 +166,7 @@ def test_delta_spark_refuses_every_write_and_deletes_nothing(delta_run: dict[str
     assert _bag(answers[-2]) == _bag(OWNED_ROWS) and _bag(answers[-1]) == _bag(OWNED_ROWS)
 
 
+@pytest.mark.slow
 def test_iceberg_through_the_jdbc_catalog_on_pyiceberg_sqlite(tmp_path: Path) -> None:
     require_foreign_spark()
     from pyiceberg.catalog.sql import SqlCatalog
@@ -200,3 +205,19 @@ def test_jdbc_url_of_pyiceberg_sqlite_uris() -> None:
     for bad in ("sqlite://", "sqlite:///:memory:", "postgresql://u@h/db"):
         with pytest.raises(ValueError, match="SQLite file"):
             jdbc_url(bad)
+
+
+def test_without_the_jars_ci_fails_and_elsewhere_skips(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # the real fetch, failing: its cache directory cannot be made (a file is in the way)
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    root, why = foreign_spark._fetched.__wrapped__()
+    assert root is None and ".ci/fetch_jars failed (1)" in why and "not-a-directory" in why
+    monkeypatch.setattr(foreign_spark, "_fetched", lambda: (root, why))
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"Spark without airflow-lake cannot run: \.ci/fetch_jars failed"):
+        require_foreign_spark()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="Spark without airflow-lake cannot run"):
+        require_foreign_spark()
