@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FETCH = ROOT / ".ci" / "fetch_jars"
 JOB = Path(__file__).with_name("foreign_spark_job.py")
 ICEBERG_PYSPARK = "pyspark-4.1.4"  # the venv .ci/fetch_jars makes (ICEBERG_SPARK there)
-FETCH_TIMEOUT = 900
+FETCH_TIMEOUT = 600  # a cold fetch takes about 2 minutes
 JOB_TIMEOUT = 600
 STDERR_TAIL = 4000
 

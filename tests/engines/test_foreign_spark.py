@@ -45,10 +45,11 @@ def _parquet_files(table: Path) -> set[str]:
     return {str(p.relative_to(table)) for p in table.rglob("*.parquet")}
 
 
-def _write_owned_log(table: Path, column_mapping: bool) -> None:
+def _write_owned_log(table: Path, column_mapping: bool, owned: bool = True) -> None:
     """A table whose Delta log is written by hand, as our publisher would: reader 1 / writer 7 with our writer
-    feature; or column mapping `name` mode (reader 3 / writer 7, physical names col-N, logical `value` a rename).
-    Two data files in partition dt=a (so OPTIMIZE has work) and a stray Parquet file the log does not name."""
+    feature; or column mapping `name` mode (reader 3 / writer 7, physical names col-N, logical `value` a rename);
+    or (not `owned`) the plain reader 1 / writer 2 protocol. Two data files in partition dt=a (so OPTIMIZE has
+    work) and a stray Parquet file the log does not name (as a commit's files before it is published)."""
     physical = ["col-1", "col-2"] if column_mapping else ["id", "value"]
     part = table / "data" / "w1" / "dt=a"
     part.mkdir(parents=True)
@@ -77,8 +78,11 @@ def _write_owned_log(table: Path, column_mapping: bool) -> None:
         protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["columnMapping"],
                     "writerFeatures": ["columnMapping", OWN_FEATURE]}
         configuration = {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "3"}
-    else:
+    elif owned:
         protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": [OWN_FEATURE]}
+        configuration = {}
+    else:
+        protocol = {"minReaderVersion": 1, "minWriterVersion": 2}
         configuration = {}
     actions = [{"commitInfo": {"timestamp": now, "operation": "WRITE"}}, {"protocol": protocol},
                {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
@@ -115,16 +119,19 @@ def delta_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     owned, mapped = base / "owned", base / "owned_cm"
     _write_owned_log(owned, column_mapping=False)
     _write_owned_log(mapped, column_mapping=True)
-    before = {t: _parquet_files(t) for t in (plain, owned, mapped)}
+    unowned = base / "unowned"  # the control: without our feature, the same VACUUM deletes the stray file
+    _write_owned_log(unowned, column_mapping=False, owned=False)
+    before = {t: _parquet_files(t) for t in (plain, owned, mapped, unowned)}
     requests: list[DeltaRead | DeltaSql] = [DeltaRead(str(plain)), DeltaRead(str(plain), 0), DeltaRead(str(plain), 1),
                                             DeltaRead(str(owned)), DeltaRead(str(mapped))]
     # the column-mapped table: the two writes that matter most (a delete of files, an append); the same check
     writes = {owned: _foreign_writes(owned), mapped: [f"VACUUM delta.`{mapped}` RETAIN 0 HOURS",
                                                       f"INSERT INTO delta.`{mapped}` VALUES (9, 'v9', 'a')"]}
     requests += [DeltaSql(sql) for t in (owned, mapped) for sql in writes[t]]
-    requests += [DeltaRead(str(owned)), DeltaRead(str(mapped))]
+    requests += [DeltaRead(str(owned)), DeltaRead(str(mapped)), DeltaSql(f"VACUUM delta.`{unowned}` RETAIN 0 HOURS")]
     answers = run_delta(requests)
-    return {"plain": plain, "owned": owned, "mapped": mapped, "expected": expected, "before": before,
+    return {"plain": plain, "owned": owned, "mapped": mapped, "unowned": unowned, "expected": expected,
+            "before": before,
             "answers": answers, "writes": writes}
 
 
@@ -163,7 +170,17 @@ def test_delta_spark_refuses_every_write_and_deletes_nothing(delta_run: dict[str
         # refused: new files, never a deleted one; our orphan removal takes them.)
         assert delta_run["before"][table] <= _parquet_files(table)
         assert sorted(os.listdir(table / "_delta_log")) == ["00000000000000000000.json"]
-    assert _bag(answers[-2]) == _bag(OWNED_ROWS) and _bag(answers[-1]) == _bag(OWNED_ROWS)
+    assert _bag(answers[-3]) == _bag(OWNED_ROWS) and _bag(answers[-2]) == _bag(OWNED_ROWS)
+
+
+@pytest.mark.slow
+def test_without_our_feature_delta_spark_vacuum_deletes_unpublished_files(delta_run: dict[str, Any]) -> None:
+    # why the feature is needed: the same table with the plain protocol loses the file the log does not name
+    unowned: Path = delta_run["unowned"]
+    vacuum = delta_run["answers"][-1]
+    assert isinstance(vacuum, SqlResult) and vacuum.error is None
+    assert delta_run["before"][unowned] - _parquet_files(unowned) == {"data/w1/dt=a/stray.parquet"}
+    assert "00000000000000000001.json" in os.listdir(unowned / "_delta_log")  # VACUUM START / END commits
 
 
 @pytest.mark.slow
