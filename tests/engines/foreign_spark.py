@@ -35,7 +35,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FETCH = ROOT / ".ci" / "fetch_jars"
 JOB = Path(__file__).with_name("foreign_spark_job.py")
-ICEBERG_PYSPARK = "pyspark-4.1.4"  # the venv .ci/fetch_jars makes (ICEBERG_SPARK there)
 FETCH_TIMEOUT = 600  # a cold fetch takes about 2 minutes
 JOB_TIMEOUT = 600
 STDERR_TAIL = 4000
@@ -197,7 +196,7 @@ def read_icebergs(requests: Sequence[IcebergRead]) -> list[list[dict[str, Any]]]
             raise ValueError(f"catalog {request.catalog_name!r} is given two places in one call: {catalogs} {catalog}")
         table = ".".join(f"`{part}`" for part in (request.catalog_name, *request.identifier.split(".")))
         specs.append({"kind": "iceberg", "table": table, "snapshot_id": request.snapshot_id})
-    python = root / ICEBERG_PYSPARK / "bin" / "python"
+    python = root / "iceberg-pyspark" / "bin" / "python"  # (.ci/fetch_jars: ICEBERG_SPARK)
     results = _run(str(python), sorted((root / "iceberg").glob("*.jar")), {"catalogs": catalogs, "requests": specs})
     return [_rows(result, f"reading {request}") for request, result in zip(requests, results, strict=True)]
 
