@@ -14,8 +14,8 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import os
 import sys
-import tempfile
 import time
 from typing import Any
 
@@ -55,7 +55,7 @@ def main(request_file: str) -> None:
     builder = (SparkSession.builder.master("local[1]").appName("foreign spark reader")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.host", "127.0.0.1").config("spark.sql.shuffle.partitions", "1")
-               .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="foreign-spark-warehouse-"))
+               .config("spark.sql.warehouse.dir", os.path.abspath("warehouse"))  # the caller's temporary cwd
                .config("spark.jars", ",".join(spec["jars"])))
     extensions = []
     if spec.get("delta"):
