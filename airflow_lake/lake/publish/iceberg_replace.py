@@ -21,8 +21,7 @@ class _ReplaceFiles(_OverwriteFiles):
             summary = super()._summary(snapshot_properties)
         finally:
             self._operation = Operation.REPLACE
-        summary["operation"] = Operation.REPLACE
-        return summary
+        return Summary(Operation.REPLACE, **summary.additional_properties)
 
 
 def replace_files(update: UpdateSnapshot) -> Any:

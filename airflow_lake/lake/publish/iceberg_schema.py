@@ -18,7 +18,9 @@ published Iceberg table to a new spec.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Mapping
+from typing import Any
 
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -45,6 +47,10 @@ from airflow_lake.lake.spec.table_spec import TableSpec
 from airflow_lake.lake.spec.types import is_decimal
 
 NAME_MAPPING = "schema.name-mapping.default"
+# a primary-key table's own columns in its files (upsert/physical.py: SEQ, ROW_STAMPS, version_of(column))
+LAKE_COLUMNS = ("__lake_seq", "__lake_v", "__lake_v0", "__lake_d")
+VERSION_PREFIX = "__lake_v__"
+HIDDEN_IDS = 1_000_000_000
 _TYPES: dict[str, IcebergType] = {
     "boolean": BooleanType(), "tinyint": IntegerType(), "smallint": IntegerType(), "int": IntegerType(),
     "bigint": LongType(), "float": FloatType(), "double": DoubleType(), "string": StringType(),
@@ -90,10 +96,37 @@ def read_mapping(properties: Mapping[str, str]) -> dict[str, int]:
     return out
 
 
-def mapping_json(spec: TableSpec, iceberg_schema: Schema, ids: Mapping[str, int]) -> str:
-    """The name mapping of `spec`: each column's field id (by physical name, `ids`) -> its physical name."""
-    items = [{"field-id": ids[c.physical], "names": [c.physical]} for c in spec.columns
-             if c.physical in ids and find(iceberg_schema, ids[c.physical]) is not None]
+def hidden_names(spec: TableSpec) -> list[str]:
+    """Names our files may hold that no published column reads: dropped columns' physical names and a primary-key
+    table's `__lake_*` columns. pyiceberg refuses a file column the name mapping does not name ("Could not find
+    field with name"), so they are mapped, each to a field id no column ever gets (`hidden_id`)."""
+    names = list(spec.retired_physical)
+    if spec.primary_key:
+        names += list(LAKE_COLUMNS)
+        names += [f"{VERSION_PREFIX}{n}" for c in spec.columns for n in dict.fromkeys((c.name, c.physical))]
+        names += [f"{VERSION_PREFIX}{n}" for n in spec.retired_physical]
+    physical = {c.physical for c in spec.columns}
+    return [n for n in dict.fromkeys(names) if n not in physical]
+
+
+def hidden_id(name: str) -> int:
+    """A field id for a hidden name: above any id a catalog assigns (one more than the last, from 1), below the ids
+    Iceberg reserves for metadata columns (from 2^31 - 201); the same at every publish."""
+    return HIDDEN_IDS + zlib.crc32(name.encode()) % HIDDEN_IDS
+
+
+def mapping_json(spec: TableSpec, iceberg_schema: Schema, ids: Mapping[str, int], before: Mapping[str, int]) -> str:
+    """The name mapping of `spec`: each column's field id (by physical name, `ids`) -> its physical name, and the
+    hidden names (`hidden_names`) -> ids no column has: a dropped column's physical name keeps the id of its dropped
+    field (`before`: the mapping until now; Iceberg never gives an id twice), so snapshots from before the drop
+    still read it."""
+    items: list[dict[str, Any]] = [{"field-id": ids[c.physical], "names": [c.physical]} for c in spec.columns
+                                   if c.physical in ids and find(iceberg_schema, ids[c.physical]) is not None]
+    taken = {item["field-id"] for item in items}
+    for name in hidden_names(spec):
+        kept = before.get(name)
+        items.append({"field-id": kept if kept is not None and kept not in taken else hidden_id(name),
+                      "names": [name]})
     return json.dumps(items, separators=(",", ":"))
 
 
@@ -117,12 +150,25 @@ def find(iceberg_schema: Schema, key: str | int) -> NestedField | None:
         return None
 
 
+def _widens(published: IcebergType, wanted: IcebergType) -> bool:
+    """Whether the published type must change to `wanted` (a wider type). A narrower `wanted` (a restore to before a
+    widening) keeps the wider published type, which Iceberg cannot narrow and which reads the values exactly."""
+    if published == wanted:
+        return False
+    narrower = (isinstance(wanted, IntegerType) and isinstance(published, LongType)) or \
+        (isinstance(wanted, FloatType) and isinstance(published, DoubleType)) or \
+        (isinstance(wanted, DecimalType) and isinstance(published, DecimalType) and wanted.scale == published.scale
+         and wanted.precision < published.precision)
+    return not narrower
+
+
 def sync(txn: Transaction, spec: TableSpec) -> dict[str, int]:
     """Stage in `txn` the schema changes that make the table's Iceberg schema `spec`'s (drop, rename, widen, add,
     reorder: one step each, so a name freed by a drop or rename can be taken in the same commit), and the name
     mapping; returns physical name -> field id."""
     current = txn.table_metadata.schema()
-    ids = field_ids(spec, current, read_mapping(txn.table_metadata.properties))
+    before = read_mapping(txn.table_metadata.properties)
+    ids = field_ids(spec, current, before)
     wanted = set(ids.values())
     dropped = [f.name for f in current.fields if f.field_id not in wanted]
     if dropped:
@@ -140,7 +186,7 @@ def sync(txn: Transaction, spec: TableSpec) -> dict[str, int]:
             for old, new in renames.items():
                 update.rename_column(f"__lake_renaming_{old}", new)
     widened = [(c.name, iceberg_type(c.type)) for c in spec.columns if c.physical in ids
-               and txn.table_metadata.schema().find_field(ids[c.physical]).field_type != iceberg_type(c.type)]
+               and _widens(txn.table_metadata.schema().find_field(ids[c.physical]).field_type, iceberg_type(c.type))]
     if widened:
         with txn.update_schema() as update:
             for name, field_type in widened:
@@ -157,7 +203,7 @@ def sync(txn: Transaction, spec: TableSpec) -> dict[str, int]:
             update.move_first(spec.column_names[0])
             for before, name in zip(spec.column_names, spec.column_names[1:], strict=False):
                 update.move_after(name, before)
-    mapping = mapping_json(spec, txn.table_metadata.schema(), ids)
+    mapping = mapping_json(spec, txn.table_metadata.schema(), ids, before)
     if txn.table_metadata.properties.get(NAME_MAPPING) != mapping:
         txn.set_properties({NAME_MAPPING: mapping})
     return ids

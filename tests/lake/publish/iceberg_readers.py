@@ -82,5 +82,5 @@ def assert_same(table: LakeTable, catalog: Catalog, name: str = "db.t") -> Table
     for reader in (by_pyiceberg, by_duckdb):
         got = reader(published)
         assert sorted(got.column_names) == sorted(columns), (reader.__name__, got.column_names)
-        assert rows(got, columns) == expected, reader.__name__
+        assert rows(got, columns) == expected, (reader.__name__, rows(got, columns), expected)
     return published
