@@ -14,8 +14,9 @@ another lake table or another writer made is refused, never written. It is creat
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
@@ -49,12 +50,8 @@ def catalog(name: str) -> Catalog:
     with _lock:
         found = _catalogs.get(key)
         if found is None:
-            found = _catalogs[key] = load_catalog(name, **_flat(config))
+            found = _catalogs[key] = load_catalog(name, **cast("dict[str, Any]", config))
         return found
-
-
-def _flat(config: Any) -> dict[str, Any]:
-    return dict(config)
 
 
 def identifier(text: str) -> tuple[str, ...]:
@@ -86,10 +83,9 @@ def create(cat: Catalog, name: str, spec: TableSpec, identity: str, url: str) ->
     publisher created it first, that one."""
     ident = identifier(name)
     namespace = ident[:-1]
-    try:
+    # some catalogs cannot create namespaces (a REST catalog with fixed ones): the table's create then says why
+    with contextlib.suppress(Exception):
         cat.create_namespace_if_not_exists(namespace)
-    except Exception:  # noqa: BLE001 - some catalogs cannot create namespaces (REST with fixed ones): try the table
-        pass
     schema = iceberg_schema.schema(spec)
     properties = {TABLE_ID: identity, TABLE_URL: url, **OWN_PROPERTIES}
     try:

@@ -21,6 +21,7 @@ from pyiceberg.manifest import DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.typedef import Record
+from pyiceberg.types import PrimitiveType
 
 from airflow_lake.lake.format.data_files import DataFile
 from airflow_lake.lake.format.identity import canonical_url
@@ -61,7 +62,7 @@ def _partition_value(type_name: str, text: str | None) -> Any:
     return text
 
 
-def data_file(storage: Storage, data: DataFile, spec: TableSpec, iceberg_schema: Schema,
+def data_file(storage: Storage, data: DataFile, spec: TableSpec, *, iceberg_schema: Schema,
               iceberg_spec: PartitionSpec, ids: Mapping[str, int]) -> IcebergDataFile:
     """The Iceberg data file of `data` (`ids`: physical column name -> field id)."""
     partition = Record(*[_partition_value(spec.column(name).type, data.partition.get(name))
@@ -78,7 +79,7 @@ def data_file(storage: Storage, data: DataFile, spec: TableSpec, iceberg_schema:
         values[field_id] = data.rows
         nulls[field_id] = int(known.null_count)
         field = find(iceberg_schema, field_id)
-        if column.type not in _BOUNDED or field is None:
+        if column.type not in _BOUNDED or field is None or not isinstance(field.field_type, PrimitiveType):
             continue
         if known.min is not None:
             low[field_id] = to_bytes(field.field_type, _bound(column.type, known.min))

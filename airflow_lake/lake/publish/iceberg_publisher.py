@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.table import Table, Transaction
-from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import AssertCurrentSchemaId, AssertRefSnapshotId
 
 from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound
@@ -146,15 +145,11 @@ def _replay(table: TableMetadata, published: Table, done: int, head: int) -> int
         spec = stored_spec(state.spec)
         gone = {f.path: f for f in removed if visible(f, before, operations)}
         new = {f.path: f for f in entry.added if visible(f, spec, operations)}
-        deleted = [f for p, f in gone.items() if p not in new]
-        added = [f for p, f in new.items() if p not in gone]
-        if not deleted and not added and "spec" not in entry.metadata:
-            examined = entry.seq
-            continue
-        operation = Operation.REPLACE if entry.operation in LAYOUT_ONLY else None
-        if _commit(table, published, spec, entry, deleted, added, operation):
-            written += 1
+        change = _Change(entry.seq, entry, spec, [f for p, f in gone.items() if p not in new],
+                         [f for p, f in new.items() if p not in gone], replace=entry.operation in LAYOUT_ONLY)
         examined = entry.seq
+        if change.deleted or change.added or "spec" in entry.metadata:
+            written += _commit(table, published, change)
     if examined > published_upto(published):
         txn = _transaction(published)
         txn.set_properties({EXAMINED: str(examined)})
@@ -170,61 +165,71 @@ def _jump(table: TableMetadata, published: Table, head: int) -> int:
     ours = {iceberg_files.file_uri(table.storage, p): f for p, f in state.files.items()
             if visible(f, spec, operations)}
     theirs = _current_files(published)
-    deleted = [f for uri, f in theirs.items() if uri not in ours]
-    added = [f for uri, f in ours.items() if uri not in theirs]
-    entry = table.commit_log.read(head)
-    return 1 if _commit(table, published, spec, entry, deleted, added, None, upto=head) else 0
+    change = _Change(head, table.commit_log.read(head), spec, [],
+                     [f for uri, f in ours.items() if uri not in theirs],
+                     foreign=[f for uri, f in theirs.items() if uri not in ours])
+    return _commit(table, published, change)
 
 
-def _current_files(published: Table) -> dict[str, DataFile]:
-    """The data files of the Iceberg table's current snapshot (as the DataFile to delete them by), by location."""
+@dataclass
+class _Change:
+    """One catalog commit: the files to delete and add, as of entry `seq` (whose spec is `spec`)."""
+
+    seq: int
+    entry: LogEntry
+    spec: TableSpec
+    deleted: list[DataFile]
+    added: list[DataFile]
+    foreign: list[IcebergDataFile] = field(default_factory=list)  # in the Iceberg table, not ours (a first publish)
+    replace: bool = False  # same rows in new files: Iceberg's `replace`
+
+
+def _current_files(published: Table) -> dict[str, IcebergDataFile]:
+    """The data files of the Iceberg table's current snapshot, by location."""
     snapshot = published.current_snapshot()
     if snapshot is None:
         return {}
-    out: dict[str, DataFile] = {}
-    for manifest in snapshot.manifests(published.io):
-        for item in manifest.fetch_manifest_entry(published.io, discard_deleted=True):
-            out[item.data_file.file_path] = item.data_file  # type: ignore[assignment]
-    return out
+    return {item.data_file.file_path: item.data_file for manifest in snapshot.manifests(published.io)
+            for item in manifest.fetch_manifest_entry(published.io, discard_deleted=True)}
 
 
 def _transaction(published: Table) -> Transaction:
     """A transaction that commits only onto the snapshot and schema it was built on (else CommitFailedException)."""
     txn = published.transaction()
     snapshot = published.current_snapshot()
-    txn._apply((), (AssertRefSnapshotId(snapshot_id=snapshot.snapshot_id if snapshot else None, ref=MAIN),
-                    AssertCurrentSchemaId(current_schema_id=published.metadata.current_schema_id)))
+    requirements = (  # pydantic models whose fields have aliases (populated by name, as pyiceberg does)
+        AssertRefSnapshotId(ref=MAIN, snapshot_id=snapshot.snapshot_id if snapshot else None),  # type: ignore[call-arg]
+        AssertCurrentSchemaId(current_schema_id=published.metadata.current_schema_id),  # type: ignore[call-arg]
+    )
+    txn._apply((), requirements)
     return txn
 
 
-def _commit(table: TableMetadata, published: Table, spec: TableSpec, entry: LogEntry,
-            deleted: Iterable[DataFile | object], added: Iterable[DataFile], operation: Operation | None,
-            upto: int | None = None) -> bool:
-    """One catalog commit: the schema of `spec`, and a snapshot deleting and adding files (if any); True if it
-    made a snapshot."""
-    seq = entry.seq if upto is None else upto
-    deleted, added = list(deleted), list(added)
+def _commit(table: TableMetadata, published: Table, change: _Change) -> int:
+    """One catalog commit: the schema of the change's spec, and a snapshot deleting and adding its files (if any);
+    the number of snapshots it made (0 or 1)."""
     txn = _transaction(published)
-    ids = iceberg_schema.sync(txn, spec)
-    txn.set_properties({EXAMINED: str(seq), **iceberg_catalog.OWN_PROPERTIES})
-    snapshot = bool(deleted or added)
+    ids = iceberg_schema.sync(txn, change.spec)
+    txn.set_properties({EXAMINED: str(change.seq), **iceberg_catalog.OWN_PROPERTIES})
+    snapshot = bool(change.deleted or change.added or change.foreign)
     if snapshot:
         schema = txn.table_metadata.schema()
         partitioning = txn.table_metadata.spec()
-        summary = {SEQ: str(seq), INSTANT: entry.instant, "lake.operation": entry.operation}
+
+        def convert(data_file: DataFile) -> IcebergDataFile:
+            return iceberg_files.data_file(table.storage, data_file, change.spec, iceberg_schema=schema,
+                                           iceberg_spec=partitioning, ids=ids)
+
+        summary = {SEQ: str(change.seq), INSTANT: change.entry.instant, "lake.operation": change.entry.operation}
         update = txn.update_snapshot(snapshot_properties=summary)
-        producer = replace_files(update) if operation == Operation.REPLACE else \
-            update.overwrite() if deleted else update.fast_append()
-        for item in deleted:
-            producer.delete_data_file(item if not isinstance(item, DataFile) else
-                                      _iceberg_file(table, item, spec, schema, partitioning, ids))
-        for data_file in added:
-            producer.append_data_file(_iceberg_file(table, data_file, spec, schema, partitioning, ids))
+        producer: Any = replace_files(update) if change.replace else \
+            update.overwrite() if change.deleted or change.foreign else update.fast_append()
+        for foreign in change.foreign:
+            producer.delete_data_file(foreign)
+        for data_file in change.deleted:
+            producer.delete_data_file(convert(data_file))
+        for data_file in change.added:
+            producer.append_data_file(convert(data_file))
         producer.commit()
     txn.commit_transaction()
-    return snapshot
-
-
-def _iceberg_file(table: TableMetadata, data_file: DataFile, spec: TableSpec, schema: object, partitioning: object,
-                  ids: Mapping[str, int]) -> object:
-    return iceberg_files.data_file(table.storage, data_file, spec, schema, partitioning, ids)  # type: ignore[arg-type]
+    return int(snapshot)

@@ -201,8 +201,8 @@ def sync(txn: Transaction, spec: TableSpec) -> dict[str, int]:
     if [f.name for f in txn.table_metadata.schema().fields] != spec.column_names:
         with txn.update_schema() as update:
             update.move_first(spec.column_names[0])
-            for before, name in zip(spec.column_names, spec.column_names[1:], strict=False):
-                update.move_after(name, before)
+            for previous, name in zip(spec.column_names, spec.column_names[1:], strict=False):
+                update.move_after(name, previous)
     mapping = mapping_json(spec, txn.table_metadata.schema(), ids, before)
     if txn.table_metadata.properties.get(NAME_MAPPING) != mapping:
         txn.set_properties({NAME_MAPPING: mapping})

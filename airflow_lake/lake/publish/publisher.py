@@ -1,6 +1,7 @@
 """Publish a table for other engines: the Delta log (on unless `publish.delta` is 'false') and, when the table
 properties `publish.iceberg.catalog` and `publish.iceberg.table` name one, an Iceberg table in a pyiceberg catalog
-(`iceberg_publisher.py`; pyiceberg is the optional extra `iceberg`); every commit calls it once its entry has landed (`LakeTable.after_commit`), and `airflow-lake publish` / `PublishOperator` catch up.
+(`iceberg_publisher.py`; pyiceberg is the optional extra `iceberg`); every commit calls it once its entry has
+landed (`LakeTable.after_commit`), and `airflow-lake publish` / `PublishOperator` catch up.
 
 A publish after a commit never fails the commit: the entry is in our log, so the commit succeeded. A publish that
 fails is logged and caught up by the next commit or by `publish` run by hand (which raises what went wrong).
@@ -110,7 +111,7 @@ def status(table: TableMetadata) -> Published:
     if iceberg_enabled(table):
         try:
             iceberg = _iceberg().status(table, table.spec)
-        except Exception:  # noqa: BLE001 - a status is shown, not acted on: an unreachable catalog shows -1
+        except Exception:  # a status is shown, not acted on: an unreachable catalog shows -1
             log.warning("where %s stands in its Iceberg catalog is unknown", table.url, exc_info=True)
             iceberg = -1
     return Published(head, delta, iceberg_seq=iceberg)
