@@ -66,6 +66,19 @@ def by_duckdb(published: Table, snapshot_id: int | None = None) -> pa.Table:
         con.close()
 
 
+def by_duckdb_where(published: Table, where: str, *parameters: Any) -> pa.Table:
+    """What DuckDB's `iceberg_scan` reads of the current snapshot with a WHERE clause (its pruning by the manifests'
+    partition values and bounds)."""
+    con = duckdb.connect()
+    try:
+        con.execute(f"SET extension_directory='{EXTENSIONS}'")
+        con.execute("LOAD iceberg")
+        return con.execute(f"SELECT * FROM iceberg_scan('{published.metadata_location}') WHERE {where}",
+                           list(parameters)).fetch_arrow_table()
+    finally:
+        con.close()
+
+
 def snapshot_of_seq(published: Table, seq: int) -> int | None:
     """The id of the snapshot that publishes our entry `seq` (None: none)."""
     for snapshot in published.metadata.snapshots:
