@@ -20,16 +20,16 @@ CATALOG = "lake-test"
 EXTENSIONS = os.path.join(os.path.dirname(os.path.dirname(duckdb.__file__)), "duckdb_ext", "extensions")
 
 
-def configure(monkeypatch: Any, tmp_path: Path, name: str = CATALOG) -> Catalog:
+def configure(monkeypatch: Any, tmp_path: Path, name: str = CATALOG, **extra: str) -> Catalog:
     """A SQL catalog on a SQLite file in `tmp_path`, configured by pyiceberg's environment variables (as a user
-    would), and that catalog."""
+    would; `extra`: more of its properties, e.g. {"s3.endpoint": ...}), and that catalog."""
     env = name.upper().replace("-", "_")
     warehouse = tmp_path / "warehouse"
     warehouse.mkdir(exist_ok=True)
-    monkeypatch.setenv(f"PYICEBERG_CATALOG__{env}__TYPE", "sql")
-    monkeypatch.setenv(f"PYICEBERG_CATALOG__{env}__URI", f"sqlite:///{tmp_path}/catalog.db")
-    monkeypatch.setenv(f"PYICEBERG_CATALOG__{env}__WAREHOUSE", f"file://{warehouse}")
-    return load_catalog(name, type="sql", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{warehouse}")
+    config = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": f"file://{warehouse}", **extra}
+    for key, value in config.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__{env}__{key.upper().replace('.', '__')}", value)
+    return load_catalog(name, **config)
 
 
 def properties(name: str = "db.t", catalog: str = CATALOG) -> dict[str, str]:
