@@ -9,7 +9,9 @@ another lake table or another writer made is refused, never written. It is creat
   primary-key table's delta files are in none of Iceberg's); with it off they refuse to delete files;
 - `commit.retry.num-retries=0`: pyiceberg (0.12) retries a failed commit by re-applying its snapshot on the newer
   head, which would publish an entry twice when two publishers race; we reload and go on from the newest `lake.seq`
-  instead.
+  instead;
+- `commit.manifest-merge.enabled=true`: appends merge small manifests (pyiceberg leaves them apart by default), so a
+  table appended to at every commit keeps few manifests for readers to open.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 
 TABLE_ID = "lake.table-id"  # the identity (`TableMetadata.identity`) of the lake table it publishes
 TABLE_URL = "lake.table-url"  # where that table is (for people)
-OWN_PROPERTIES = {"gc.enabled": "false", "commit.retry.num-retries": "0"}
+OWN_PROPERTIES = {"gc.enabled": "false", "commit.retry.num-retries": "0", "commit.manifest-merge.enabled": "true"}
 _catalogs: dict[tuple[str, str], Catalog] = {}
 _lock = threading.Lock()
 

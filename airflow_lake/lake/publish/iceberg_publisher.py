@@ -6,7 +6,9 @@ tombstone-free base files only), its summary holding `lake.seq` (our sequence nu
   new files: `delta_publisher.LAYOUT_ONLY`): `replace`; a restore publishes the restored file set as an overwrite;
 - an entry that sets the spec first brings the Iceberg schema and name mapping to it (`iceberg_schema.sync`), in the
   same catalog commit as its snapshot, if it has one;
-- entries that change nothing other engines see (rollbacks, cleans, plans, a primary-key table's upserts) make no
+- a `clean` expires the snapshots of the entries before its horizon (Iceberg's metadata-only expiry: their files
+  may be deleted), the current one excepted;
+- entries that change nothing other engines see (rollbacks, plans, a primary-key table's upserts) make no
   snapshot; how far the log has been looked at is the table property `lake.published-seq` (so the next publish does
   not fold them again). The newest published entry is the larger of it and the current snapshot's `lake.seq`.
 
@@ -30,6 +32,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table.update import AssertCurrentSchemaId, AssertRefSnapshotId
+from pyiceberg.table.update.snapshot import ExpireSnapshots
 
 from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound
 from airflow_lake.lake.format.data_files import DataFile
@@ -51,6 +54,7 @@ INSTANT = "lake.instant"
 EXAMINED = "lake.published-seq"  # table property: our log is published up to here
 MAX_ATTEMPTS = 50  # reloads after another publisher's commit, before giving up (each one found progress)
 MAIN = "main"
+CLEAN = "clean"  # the action of `clean` entries (metadata `cleaned_before`: snapshots before it may miss files)
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,9 @@ def _replay(table: TableMetadata, published: Table, done: int, head: int) -> int
         change = _Change(entry.seq, entry, spec, [f for p, f in gone.items() if p not in new],
                          [f for p, f in new.items() if p not in gone], replace=entry.operation in LAYOUT_ONLY)
         examined = entry.seq
-        if change.deleted or change.added or "spec" in entry.metadata:
+        if entry.action == CLEAN:  # snapshots before its horizon may name deleted files: expire them
+            change.expire_before = int(entry.metadata.get("cleaned_before", 0))
+        if change.deleted or change.added or "spec" in entry.metadata or _expired(published, change.expire_before):
             written += _commit(table, published, change)
     if examined > published_upto(published):
         txn = _transaction(published)
@@ -182,6 +188,15 @@ class _Change:
     added: list[DataFile]
     foreign: list[IcebergDataFile] = field(default_factory=list)  # in the Iceberg table, not ours (a first publish)
     replace: bool = False  # same rows in new files: Iceberg's `replace`
+    expire_before: int = -1  # expire the snapshots of entries before this one (a clean deleted their files)
+
+
+def _expired(published: Table, before: int) -> list[int]:
+    """The snapshots that publish entries before `before`, but the current one (Iceberg keeps a branch's head)."""
+    current = published.current_snapshot()
+    return [s.snapshot_id for s in published.metadata.snapshots
+            if s.summary is not None and s.summary.get(SEQ) is not None and int(s.summary[SEQ]) < before
+            and (current is None or s.snapshot_id != current.snapshot_id)]
 
 
 def _current_files(published: Table) -> dict[str, IcebergDataFile]:
@@ -211,6 +226,9 @@ def _commit(table: TableMetadata, published: Table, change: _Change) -> int:
     txn = _transaction(published)
     ids = iceberg_schema.sync(txn, change.spec)
     txn.set_properties({EXAMINED: str(change.seq), **iceberg_catalog.OWN_PROPERTIES})
+    expired = _expired(published, change.expire_before)
+    if expired:  # metadata only: Iceberg drops the snapshots, no file is deleted (that was our clean)
+        ExpireSnapshots(txn).by_ids(expired).commit()
     snapshot = bool(change.deleted or change.added or change.foreign)
     if snapshot:
         schema = txn.table_metadata.schema()
@@ -222,8 +240,10 @@ def _commit(table: TableMetadata, published: Table, change: _Change) -> int:
 
         summary = {SEQ: str(change.seq), INSTANT: change.entry.instant, "lake.operation": change.entry.operation}
         update = txn.update_snapshot(snapshot_properties=summary)
+        # appends merge small manifests (pyiceberg's commit.manifest-merge.*), so the manifests of a table that
+        # is appended to at every commit stay few
         producer: Any = replace_files(update) if change.replace else \
-            update.overwrite() if change.deleted or change.foreign else update.fast_append()
+            update.overwrite() if change.deleted or change.foreign else update.merge_append()
         for foreign in change.foreign:
             producer.delete_data_file(foreign)
         for data_file in change.deleted:

@@ -13,7 +13,7 @@ import pytest
 from airflow_lake.lake import LakeTable
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.publish import iceberg_catalog, iceberg_publisher
-from tests.lake.lake_core_helpers import append, make_table
+from tests.lake.lake_core_helpers import append, data_file, make_table, on_disk, put_file
 from tests.lake.publish import iceberg_readers as readers
 
 
@@ -124,3 +124,20 @@ def test_an_iceberg_table_of_another_lake_table_is_never_written(tmp_path: Path,
         second.publish()
     seqs, files = published_state(catalog)
     assert seqs == [1] and files == live(first)
+
+
+def test_clean_expires_the_snapshots_whose_files_it_deleted(tmp_path: Path, monkeypatch: Any) -> None:
+    catalog = readers.configure(monkeypatch, tmp_path)
+    table = make_table(str(tmp_path / "t"), readers.properties())
+    _, old = append(table, "a", disk=True)
+    append(table, "b", disk=True)
+    txn = table.begin("replace", "write")  # replaces the first file
+    new = data_file(txn, "a")
+    put_file(table, new)
+    txn.commit(added=[new], removed=[old[0].path])
+    before, _ = published_state(catalog)
+    assert before == [1, 2, 3]
+    entry = table.clean(retain_hours=0, force=True)
+    assert entry is not None and entry.metadata["cleaned_before"] == 3 and not on_disk(table, old[0])
+    seqs, files = published_state(catalog)
+    assert seqs == [3] and files == live(table)  # the snapshots that named the deleted file are gone
