@@ -194,9 +194,12 @@ class _Change:
 def _expired(published: Table, before: int) -> list[int]:
     """The snapshots that publish entries before `before`, but the current one (Iceberg keeps a branch's head)."""
     current = published.current_snapshot()
-    return [s.snapshot_id for s in published.metadata.snapshots
-            if s.summary is not None and s.summary.get(SEQ) is not None and int(s.summary[SEQ]) < before
-            and (current is None or s.snapshot_id != current.snapshot_id)]
+    out = []
+    for snapshot in published.metadata.snapshots:
+        seq = snapshot.summary.get(SEQ) if snapshot.summary is not None else None
+        if seq is not None and int(seq) < before and (current is None or snapshot.snapshot_id != current.snapshot_id):
+            out.append(snapshot.snapshot_id)
+    return out
 
 
 def _current_files(published: Table) -> dict[str, IcebergDataFile]:
