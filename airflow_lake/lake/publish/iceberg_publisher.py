@@ -103,7 +103,7 @@ def publish(table: TableMetadata, upto: int | None = None) -> IcebergPublished:
     catalog_name, name = where
     catalog = iceberg_catalog.catalog(catalog_name)
     identity = table.identity(state)
-    written = 0
+    written = [0]  # snapshots committed, also by a pass that then lost a race
     for _ in range(MAX_ATTEMPTS):
         published = iceberg_catalog.load(catalog, name)
         if published is None:
@@ -118,9 +118,12 @@ def publish(table: TableMetadata, upto: int | None = None) -> IcebergPublished:
             break
         try:
             try:
-                written += _replay(table, published, done, head) if done >= 0 else _jump(table, published, head)
+                if done >= 0:
+                    _replay(table, published, done, head, written)
+                else:
+                    _jump(table, published, head, written)
             except LakeSnapshotNotFound:  # entries after `done` have left our log: publish the head at once
-                written += _jump(table, published, head)
+                _jump(table, published, head, written)
             break
         except CommitFailedException:
             log.info("another publisher committed to the Iceberg table %s first; going on from its newest entry",
@@ -129,17 +132,17 @@ def publish(table: TableMetadata, upto: int | None = None) -> IcebergPublished:
         raise LakeError(f"{table.url}: the Iceberg table {name!r} changed under this publish {MAX_ATTEMPTS} times; "
                         "try `airflow-lake publish` again.")
     seconds = time.monotonic() - started
-    if written:
-        log.info("published %d Iceberg snapshot(s) of %s to %s up to %d in %.3f s", written, table.url, name, head,
-                 seconds)
-    return IcebergPublished(head, written, seconds)
+    if written[0]:
+        log.info("published %d Iceberg snapshot(s) of %s to %s up to %d in %.3f s", written[0], table.url, name,
+                 head, seconds)
+    return IcebergPublished(head, written[0], seconds)
 
 
-def _replay(table: TableMetadata, published: Table, done: int, head: int) -> int:
-    """Commit the snapshots of entries `done`+1..`head`, one per entry that changes what other engines see."""
+def _replay(table: TableMetadata, published: Table, done: int, head: int, written: list[int]) -> None:
+    """Commit the snapshots of entries `done`+1..`head`, one per entry that changes what other engines see (counted
+    in `written[0]`)."""
     state = table.state(done).copy()
     operations = FileOperations(table, state)
-    written = 0
     examined = done
     for entry in table.commit_log.entries(done, head):
         operations.note(entry)
@@ -155,15 +158,14 @@ def _replay(table: TableMetadata, published: Table, done: int, head: int) -> int
         if entry.action == CLEAN:  # snapshots before its horizon may name deleted files: expire them
             change.expire_before = int(entry.metadata.get("cleaned_before", 0))
         if change.deleted or change.added or "spec" in entry.metadata or _expired(published, change.expire_before):
-            written += _commit(table, published, change)
+            written[0] += _commit(table, published, change)
     if examined > published_upto(published):
         txn = _transaction(published)
         txn.set_properties({EXAMINED: str(examined)})
         txn.commit_transaction()
-    return written
 
 
-def _jump(table: TableMetadata, published: Table, head: int) -> int:
+def _jump(table: TableMetadata, published: Table, head: int, written: list[int]) -> None:
     """Publish the table as of `head` in one snapshot: the files that differ from the Iceberg table's."""
     state = table.state(head)
     spec = stored_spec(state.spec)
@@ -174,7 +176,7 @@ def _jump(table: TableMetadata, published: Table, head: int) -> int:
     change = _Change(head, table.commit_log.read(head), spec, [],
                      [f for uri, f in ours.items() if uri not in theirs],
                      foreign=[f for uri, f in theirs.items() if uri not in ours])
-    return _commit(table, published, change)
+    written[0] += _commit(table, published, change)
 
 
 @dataclass

@@ -141,3 +141,31 @@ def test_clean_expires_the_snapshots_whose_files_it_deleted(tmp_path: Path, monk
     assert entry is not None and entry.metadata["cleaned_before"] == 3 and not on_disk(table, old[0])
     seqs, files = published_state(catalog)
     assert seqs == [3] and files == live(table)  # the snapshots that named the deleted file are gone
+
+
+def test_eight_writers_at_once_publish_every_entry_once_in_order(tmp_path: Path, monkeypatch: Any) -> None:
+    import threading
+
+    catalog = readers.configure(monkeypatch, tmp_path)
+    table = make_table(str(tmp_path / "t"), {**readers.properties(), "heartbeat.timeout.seconds": "120"})
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def writer(index: int) -> None:
+        try:
+            mine = LakeTable.open(table.url)
+            barrier.wait(timeout=60)
+            for _ in range(2):
+                append(mine, f"p{index}")  # each commit publishes; racing publishers reload and go on
+        except BaseException as err:  # reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not errors
+    table.publish()  # catches up what a publisher that lost every race left (none need be left)
+    seqs, files = published_state(catalog)
+    assert seqs == changing(table) == list(range(1, 17)) and files == live(table)
