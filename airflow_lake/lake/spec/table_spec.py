@@ -40,6 +40,22 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "health.commits_since_clustering": "8",
     # publish every commit as Delta Lake versions in `_delta_log/` for other engines (`lake/publish/`)
     "publish.delta": "true",
+    # publish every commit to an Iceberg table too: a pyiceberg catalog name (configured as pyiceberg configures
+    # catalogs) and `namespace.table` in it; both or neither ("": no Iceberg publishing)
+    "publish.iceberg.catalog": "",
+    "publish.iceberg.table": "",
+}
+ICEBERG_CATALOG_PROPERTY = "publish.iceberg.catalog"
+ICEBERG_TABLE_PROPERTY = "publish.iceberg.table"
+# String-valued properties: what a value must look like, and how to say so
+STRING_PROPERTIES: dict[str, tuple[re.Pattern[str], str, str]] = {
+    ICEBERG_CATALOG_PROPERTY: (re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"), "pyiceberg catalog name",
+                               "Give the name of a catalog in your pyiceberg configuration (letters, digits, '-' "
+                               "and '_'), e.g. 'lake'."),
+    ICEBERG_TABLE_PROPERTY: (re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"),
+                             "Iceberg table identifier",
+                             "Give 'namespace.table' (letters, digits and underscores; parts separated by '.'), "
+                             "e.g. 'analytics.orders'."),
 }
 
 BOOLEAN_PROPERTIES = frozenset({"publish.delta"})
@@ -61,6 +77,11 @@ def check_property(key: Any, value: Any) -> None:
     if not isinstance(value, str):
         raise LakeSpecError(where, f"expected a string, got {value!r}.", "Give property values as strings.")
     if key not in DEFAULT_PROPERTIES:
+        return
+    if key in STRING_PROPERTIES:
+        pattern, noun, fix = STRING_PROPERTIES[key]
+        if not pattern.match(value):
+            raise LakeSpecError(where, f"{value!r} is not a valid {noun}.", fix)
         return
     if key in BOOLEAN_PROPERTIES:
         if value not in ("true", "false"):
@@ -96,6 +117,15 @@ def check_heartbeat(properties: Mapping[str, str]) -> None:
                             "would take a live writer for dead and roll it back.",
                             f"Set {timeout_key} to at least {HEARTBEAT_BEATS_PER_TIMEOUT} x {interval_key} "
                             f"(e.g. {max(HEARTBEAT_BEATS_PER_TIMEOUT * interval, 1):g} or more).")
+
+
+def check_iceberg(properties: Mapping[str, str]) -> None:
+    """Refuse one of the two Iceberg publishing properties without the other."""
+    catalog, table = properties.get(ICEBERG_CATALOG_PROPERTY), properties.get(ICEBERG_TABLE_PROPERTY)
+    if bool(catalog) != bool(table):
+        missing = ICEBERG_TABLE_PROPERTY if catalog else ICEBERG_CATALOG_PROPERTY
+        raise LakeSpecError(f"properties.{missing}", "publishing to Iceberg needs both the catalog and the table.",
+                            f"Set {missing} too, or neither.")
 
 
 def check_identifier(name: Any, field_name: str) -> str:
@@ -337,6 +367,7 @@ class TableSpec:
         for key, value in self.properties.items():
             check_property(key, value)
         check_heartbeat(self.properties)
+        check_iceberg(self.properties)
 
     def _validate_physical(self) -> None:
         """Physical names: valid, distinct, never a retired one (old files hold its data)."""
