@@ -1,6 +1,8 @@
-"""A Spark without airflow-lake (Delta Lake 4.4.0's jars, `tests/engines/foreign_spark.py`) reads what we publish:
-after appends, a partition overwrite, a copy-on-write delete, a rename (column mapping) and a restore, with stray
-Parquet files beside the live ones, `spark.read.format("delta").load(path)` returns our rows at every version."""
+"""A Spark without airflow-lake (`tests/engines/foreign_spark.py`) reads what we publish: after appends, a partition
+overwrite, a copy-on-write delete, a rename and a restore, with stray Parquet files beside the live ones,
+`spark.read.format("delta").load(path)` (Delta Lake 4.4.0's jars) returns our rows at every version, and Iceberg's
+Spark runtime (1.12.0, on a plain pyspark 4.1: it has none for Spark 4.2) reading the table through the same SQLite
+catalog returns our rows at every snapshot."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 
 from airflow_lake.lake.table import LakeTable
-from tests.engines.foreign_spark import DeltaRead, read_deltas, require_foreign_spark
+from tests.engines.foreign_spark import DeltaRead, IcebergRead, read_deltas, read_icebergs, require_foreign_spark
+from tests.lake.publish import iceberg_readers
 
 SCHEMA = "id BIGINT, name STRING, amount BIGINT, dt DATE"
 
@@ -25,10 +29,13 @@ def bag(rows: list[dict[str, Any]]) -> Counter[str]:
                               sort_keys=True) for r in rows)
 
 
-def test_spark_with_delta_jars_reads_every_version(spark: SparkSession, tmp_path: Path) -> None:
+def test_spark_with_delta_and_iceberg_jars_reads_every_version(spark: SparkSession, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     require_foreign_spark()
+    catalog = iceberg_readers.configure(monkeypatch, tmp_path)
     path = str(tmp_path / "t")
-    table = LakeTable.create(path, {"schema": SCHEMA, "partition_by": ["dt"]})
+    table = LakeTable.create(path, {"schema": SCHEMA, "partition_by": ["dt"],
+                                    "properties": iceberg_readers.properties()})
     day1, day2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
     rows = [(i, f"n{i}", i * 10, day1 if i % 2 else day2) for i in range(8)]
     table.write(spark.createDataFrame(rows, SCHEMA))
@@ -51,3 +58,13 @@ def test_spark_with_delta_jars_reads_every_version(spark: SparkSession, tmp_path
     renamed = got[versions.index(head - 1)]  # the write after the rename: its files hold `name`, read as `label`
     assert {r["label"] for r in renamed} >= {"renamed", "n0"}
     assert {tuple(sorted(r)) for r in got[-1]} == {("amount", "dt", "id", "name")}  # the restored schema
+
+    published = catalog.load_table("db.t")
+    snapshots = {v: iceberg_readers.snapshot_of_seq(published, v) for v in versions}
+    at = [v for v in versions if snapshots[v] is not None]
+    assert head in at and len(at) >= 5  # one snapshot per commit that changed files
+    warehouse = f"file://{tmp_path}/warehouse"
+    uri = f"sqlite:///{tmp_path}/catalog.db"
+    got = read_icebergs([IcebergRead(uri, warehouse, "db.t", iceberg_readers.CATALOG, snapshots[v]) for v in at])
+    for version, rows_read in zip(at, got, strict=True):
+        assert bag(rows_read) == bag(table.to_arrow(as_of=version).to_pylist()), f"Iceberg snapshot of seq {version}"
