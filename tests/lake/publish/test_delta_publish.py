@@ -367,6 +367,10 @@ def _compact(walk: Walk) -> None:
     assert compact(walk.table, walk.spark).entry is not None
 
 
+def _compact_if_any(walk: Walk) -> None:
+    compact(walk.table, walk.spark)  # d3's one file is no more files than buckets: today nothing is compacted
+
+
 def _delete_keys(walk: Walk) -> None:
     walk.table.delete_keys(walk.spark, frame(walk.spark, [(2, "d1")], "k BIGINT, dt STRING"), version=4)
 
@@ -379,7 +383,7 @@ PK_STEPS: list[tuple[str, Callable[[Walk], None]]] = [
     ("delete_keys", _delete_keys),
     ("compact_2", _compact),
     ("upsert_new_partition", _upsert([(8, "h", 8, "d3")], 5)),
-    ("compact_3", _compact),
+    ("compact_3", _compact_if_any),
 ]
 
 
