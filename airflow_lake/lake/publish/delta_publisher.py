@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_lake.lake import faults
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.snapshots import TableState
@@ -65,6 +66,7 @@ def publish(table: TableMetadata, upto: int | None = None) -> DeltaPublished:
         actions = _actions(table, entry, state, operations)
         if storage.create_bytes(delta_log.version_file(entry.seq), delta_log.encode(actions)):
             written += 1
+            faults.reach("mid_publish")  # a version is written, the ones after it are not
         else:
             log.info("Delta version %d of %s was published by another writer", entry.seq, table.url)
     seconds = time.monotonic() - started
