@@ -6,10 +6,11 @@ Log expiry (Delta's logRetentionDuration): with the horizon now - `log.retain.ho
 start (`history.newest_before`: the newest entry that, with every entry before it, completed before the horizon),
 marks that start (`history.mark_start`), makes sure a checkpoint at that entry carries the history (writing it if
 needed, folded from the newest checkpoint before it), and deletes the entries before it, oldest first, entry 0
-(the table's creation) excepted. Every snapshot current within the retention folds from that checkpoint, which
-checkpoint retention keeps (`history.kept_checkpoints`: the checkpoint at the log's start), whatever retention
-this clean was given. Clean writes it rather than hoping for one: the checkpoints writers make are deleted beyond
-`checkpoint.retain.count` long before they age past a 30-day horizon.
+(the table's creation) excepted, and never an entry the Delta publisher still needs (`publisher.log_needed_from`:
+a publish that failed is caught up from the newest published version). Every snapshot current within the retention
+folds from that checkpoint, which checkpoint retention keeps (`history.kept_checkpoints`: the checkpoint at the
+log's start), whatever retention this clean was given. Clean writes it rather than hoping for one: the checkpoints
+writers make are deleted beyond `checkpoint.retain.count` long before they age past a 30-day horizon.
 Deleting oldest first keeps the entries left one run up to the head, so a reader folding forward from a checkpoint
 never meets a hole, and a clean killed halfway leaves a readable table; the log is expired before the clean's
 entry is written, so a retry (same request id or not) finds the rest still to do.
@@ -30,6 +31,7 @@ from airflow_lake.lake.format import checkpoints, history, paths
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.stats_columns import LazyStats
 from airflow_lake.lake.maintenance import retention
+from airflow_lake.lake.publish import publisher
 from airflow_lake.lake.spec.table_spec import stored_spec
 
 if TYPE_CHECKING:
@@ -146,6 +148,12 @@ def expire_log(table: TableMetadata, state: TableState, now: float, data_hours: 
     try:
         floor = history.newest_before(lambda seq: table.commit_log.read(seq).completed_at, first, state.seq,
                                       now - hours * 3600)
+        needed = publisher.log_needed_from(table)
+        if floor is not None and needed is not None and floor > needed:
+            # a publish that failed or is behind catches up from the newest published version: keep what it needs
+            log.info("clean of %s keeps the log from entry %d: Delta publishing has not caught up past it "
+                     "(`airflow-lake publish %s`)", table.url, needed, table.url)
+            floor = needed
         if floor is None or floor - first < int(spec.float_property("checkpoint.interval")):
             return None
         history.mark_start(table.storage, floor)  # before the checkpoint: a writer's retention then keeps it

@@ -60,6 +60,19 @@ def after_commit(table: TableMetadata, seq: int) -> None:
                     "or `airflow-lake publish %s` catches up", seq, table.url, table.url, exc_info=True)
 
 
+def log_needed_from(table: TableMetadata) -> int | None:
+    """The oldest entry of our log that publishing still needs, which `clean` must not expire: the newest published
+    Delta version (the publisher folds the state there and publishes every entry after it), or 0 for a table never
+    published whose log is whole (`airflow-lake publish` publishes it from its creation); None: none (publishing
+    is off, or the log was expired before the table was ever published)."""
+    if not delta_enabled(table):
+        return None
+    done = delta_log.published_upto(table.storage, table.commit_log.head())
+    if done >= 0:
+        return done
+    return 0 if table.commit_log.start() == 0 else None
+
+
 def status(table: TableMetadata) -> Published:
     """Where publishing stands, without publishing."""
     head = table.commit_log.head()

@@ -216,3 +216,26 @@ def test_eight_writers_at_once(table: LakeTable, monkeypatch: pytest.MonkeyPatch
     assert table.commit_log.head() == 1 + writers * commits_each
     assert delta_rows(table.url) == rows(table)
     check_follows_log(table)
+
+
+def test_clean_keeps_the_log_entries_not_yet_published(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Publishing failed for a while, then a clean expired old log entries: the ones not yet published stay (the
+    publisher folds from the newest published version and publishes every entry after it), so the next publish
+    catches up. (Before: the entries were deleted and every later publish failed with LogEntryExpired.)"""
+    table = LakeTable.create(str(tmp_path / "table"), {
+        "schema": "id BIGINT, v STRING, dt STRING", "partition_by": ["dt"],
+        "properties": {"checkpoint.interval": "2", "log.retain.hours": "0.000001", "clean.retain.hours": "0.000001"}})
+    commit(table, [1])
+    with monkeypatch.context() as patch:
+        fail_publishing(patch)
+        for i in range(2, 8):
+            commit(table, [i])
+        assert publisher.status(table).delta_seq == 1
+        table.clean(retain_hours=0, force=True)  # every entry is older than the log retention
+    table = LakeTable.open(table.url)
+    assert table.commit_log.start() <= 1  # the entries after the published version 1 are kept
+    done = table.publish()
+    assert done.delta_seq == table.commit_log.head() >= 7
+    assert delta_rows(table.url) == rows(table)
+    assert table.clean(retain_hours=0, force=True) is not None  # published now: the log expires as before
+    assert LakeTable.open(table.url).commit_log.start() > 1
