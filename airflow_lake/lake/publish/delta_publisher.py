@@ -94,7 +94,9 @@ def _actions(table: TableMetadata, entry: LogEntry, state: TableState, operation
     data_change = entry.operation not in LAYOUT_ONLY
     old_spec = before_spec or spec
     for data_file in removed:
-        if visible(data_file, old_spec, operations):
+        # a file whose writing entry has expired from our log (`clean`) may have been published: remove it anyway (a
+        # remove of a file never added is nothing to a reader; a missing one would show its rows beside the new)
+        if visible(data_file, old_spec, operations) or operations(data_file) is None:
             actions.append(delta_actions.remove(data_file, old_spec, completed_ms, data_change))
     for data_file in entry.added:
         if visible(data_file, spec, operations):

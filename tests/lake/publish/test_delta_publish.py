@@ -268,6 +268,17 @@ def test_append(plain: Walk, con: Any) -> None:
     assert check(plain, con, travel=(0, plain.seq["append"] - 1)).count == 6
 
 
+def test_readers_module_sees_stray_files_as_nothing(plain: Walk) -> None:
+    """The strays are real Parquet files a directory reader would read (so the checks above prove something)."""
+    plain.reach("overwrite_table")
+    import pyarrow.parquet as pq
+
+    strays = plain.strays()
+    assert strays and all(pq.read_metadata(p).num_rows > 0 for p in strays)
+    assert delta_rs(plain.path).count == lake(plain.spark, plain.table).count
+    assert polars(plain.path).count == delta_rs(plain.path).count
+
+
 def test_overwrite_partitions(plain: Walk, con: Any) -> None:
     plain.reach("overwrite_partitions")
     check(plain, con, travel=(plain.seq["append"],))
@@ -375,6 +386,15 @@ def _delete_keys(walk: Walk) -> None:
     walk.table.delete_keys(walk.spark, frame(walk.spark, [(2, "d1")], "k BIGINT, dt STRING"), version=4)
 
 
+def _expire_log(walk: Walk) -> None:
+    """A clean that expires every log entry before the newest (compact_2's among them)."""
+    walk.table.alter_table([{"set_properties": {"checkpoint.interval": "2", "log.retain.hours": "0.000001",
+                                                "clean.retain.hours": "0.000001"}}])
+    table = LakeTable.open(walk.path)
+    assert table.clean(retain_hours=0, force=True) is not None
+    assert LakeTable.open(walk.path).commit_log.start() > walk.seq["compact_2"]
+
+
 PK_STEPS: list[tuple[str, Callable[[Walk], None]]] = [
     ("upsert_1", _upsert([(1, "a", 1, "d1"), (2, "b", 2, "d1"), (3, "c", 3, "d2"), (4, "d", 4, "d2")], 1)),
     ("upsert_2", _upsert([(1, "A", 10, "d1"), (3, None, 30, "d2"), (5, "e", 5, "d1"), (6, "f", 6, "d2")], 2)),
@@ -384,7 +404,11 @@ PK_STEPS: list[tuple[str, Callable[[Walk], None]]] = [
     ("compact_2", _compact),
     ("upsert_new_partition", _upsert([(8, "h", 8, "d3")], 5)),
     ("compact_3", _compact_if_any),
+    ("expire_log", _expire_log),
+    ("upsert_d2", _upsert([(3, "C", 33, "d2"), (9, "i", 9, "d2")], 6)),
+    ("compact_4", _compact),
 ]
+
 
 
 @pytest.fixture(scope="module")
@@ -442,6 +466,14 @@ def test_keyed_compaction_after_a_versioned_delete(keyed: Walk, con: Any) -> Non
     assert 2 not in {row[2] for row in lake(keyed.spark, keyed.table).rows}  # (a, dt, k, n): key 2 is deleted
 
 
+def test_keyed_time_travel(keyed: Walk, con: Any) -> None:
+    keyed.reach("compact_2")
+    expected = lake(keyed.spark, keyed.table, as_of=keyed.seq["compact_1"])
+    for name, read in readers(con).items():
+        assert (name, read(keyed.path, keyed.seq["upsert_3"]).rows) == (name, expected.rows)
+        assert (name, read(keyed.path, keyed.seq["upsert_1"]).count) == (name, 0)
+
+
 # Known, not the publisher's to fix: `compact` compacts only partitions with more files than buckets, so a
 # partition whose files are one upsert's delta files (d3 here: one file, two buckets) keeps them, and other
 # engines never see its rows however often `compact_upserts` runs (fix: compact a partition that holds any file
@@ -454,20 +486,14 @@ def test_keyed_compaction_publishes_every_partition(keyed: Walk, con: Any) -> No
     check_keyed(keyed, con, keyed.seq["compact_3"])
 
 
-def test_keyed_time_travel(keyed: Walk, con: Any) -> None:
-    keyed.reach("compact_2")
-    expected = lake(keyed.spark, keyed.table, as_of=keyed.seq["compact_1"])
+def test_keyed_compaction_after_the_log_expired(keyed: Walk, con: Any) -> None:
+    """compact_4 replaces d2's base files, written by compact_2 whose log entry a clean expired: they are removed
+    from the published table too (d2 alone: d1 holds the known tombstone case above)."""
+    keyed.reach("compact_4")
+    names = sorted(keyed.table.spec.column_names)
+    index = names.index("dt")
+    expected = Counter({r: n for r, n in lake(keyed.spark, keyed.table).rows.items() if r[index] == "d2"})
+    assert len(expected) == 5
     for name, read in readers(con).items():
-        assert (name, read(keyed.path, keyed.seq["upsert_3"]).rows) == (name, expected.rows)
-        assert (name, read(keyed.path, keyed.seq["upsert_1"]).count) == (name, 0)
-
-
-def test_readers_module_sees_stray_files_as_nothing(plain: Walk) -> None:
-    """The strays are real Parquet files a directory reader would read (so the checks above prove something)."""
-    plain.reach("overwrite_table")
-    import pyarrow.parquet as pq
-
-    strays = plain.strays()
-    assert strays and all(pq.read_metadata(p).num_rows > 0 for p in strays)
-    assert delta_rs(plain.path).count == lake(plain.spark, plain.table).count
-    assert polars(plain.path).count == delta_rs(plain.path).count
+        got = Counter({r: n for r, n in read(keyed.path, None).rows.items() if r[index] == "d2"})
+        assert (name, got) == (name, expected)
