@@ -71,6 +71,11 @@ def lake(spark: Any, table: LakeTable, as_of: int | None = None) -> Rows:
     return from_records(df.columns, (tuple(r) for r in df.collect()))
 
 
+def lake_arrow(table: LakeTable, as_of: int | None = None) -> Rows:
+    """Our read without Spark (`LakeTable.to_arrow`: exactly the snapshot's files, a primary-key table merged)."""
+    return from_arrow(table.to_arrow(as_of=as_of))
+
+
 def delta_rs(path: str, version: int | None = None) -> Rows:
     """delta-rs's `DeltaTable(...).to_pyarrow_table()`, at the newest version or at `version`."""
     from deltalake import DeltaTable
