@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import math
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -45,6 +46,8 @@ def _value(value: Any) -> Any:
     # an aware timestamp (delta-rs, DuckDB) and Spark's naive one in the session time zone (UTC) compare equal
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
         return value.astimezone(dt.UTC).replace(tzinfo=None)
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"  # NaN equals nothing, itself included: a row holding one would never compare equal
     return value
 
 

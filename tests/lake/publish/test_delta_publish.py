@@ -9,10 +9,12 @@ before its own first, so each test also runs alone), and checked after each step
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -363,6 +365,37 @@ def _version_actions(path: str, version: int) -> list[dict[str, Any]]:
 
     text = Path(path, delta_log.version_file(version)).read_text()
     return [json.loads(line) for line in text.splitlines() if line]
+
+
+# -- types -----------------------------------------------------------------------------------------------------
+
+TYPES = ("id BIGINT, t TINYINT, s SMALLINT, ts TIMESTAMP, ntz TIMESTAMP_NTZ, dec DECIMAL(10,2), b BOOLEAN, f FLOAT, "
+         "bin BINARY, d DATE, p INT, sp STRING")
+
+
+def test_every_type_and_partition_value(spark: Any, tmp_path: Path, con: Any) -> None:
+    """Every column type (`timestamp_ntz` needs its reader feature), partition columns of date, int and string type
+    with NULL and characters a path must escape, NaN, and point filters the stats bounds decide (timestamps are
+    published in milliseconds: the bounds must still hold the microseconds)."""
+    table = LakeTable.create(str(tmp_path / "types"), {"schema": TYPES, "partition_by": ["d", "p", "sp"]})
+    noon = dt.datetime(2024, 1, 1, 12, 30, 15, 123456)
+    table.write(frame(spark, [
+        (1, 1, 1, noon, dt.datetime(2024, 1, 1, 1, 2, 3), Decimal("1.50"), True, 1.5, b"ab", dt.date(2024, 1, 1), 1,
+         "x y:z%\u00e9#?"),
+        (2, None, 2, None, None, None, None, None, None, None, None, None),
+        (3, -3, 3, dt.datetime(1969, 12, 31, 23, 59, 59, 999999), dt.datetime(2024, 2, 1), Decimal("-2.25"), False,
+         float("nan"), b"", dt.date(1970, 1, 1), -5, "a=b")], TYPES))
+    walk = Walk(spark, LakeTable.open(table.url), [])
+    ours = check(walk, con)
+    assert ours.count == 3
+    for where, ids in ((f"ts = TIMESTAMP '{noon}'", {1}), ("ts < TIMESTAMP '1970-01-01 00:00:00'", {3}),
+                       ("t = -3", {3}), ("sp = 'x y:z%\u00e9#?'", {1}), ("p IS NULL", {2})):
+        for name, read in (("query_builder", query_builder), ("duckdb", partial(duckdb_delta, con))):
+            got = read(table.url, None, where)
+            assert (name, where, {row[sorted(TYPES_NAMES).index("id")] for row in got.rows}) == (name, where, ids)
+
+
+TYPES_NAMES = [c.split()[0] for c in TYPES.split(", ")]
 
 
 # -- the primary-key table -------------------------------------------------------------------------------------
