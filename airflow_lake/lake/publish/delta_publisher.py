@@ -15,6 +15,7 @@ other goes on to the next, so the log stays in order and without gaps.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -51,6 +52,8 @@ def publish(table: TableMetadata, upto: int | None = None) -> DeltaPublished:
     storage = table.storage
     head = table.commit_log.head() if upto is None else upto
     done = delta_log.published_upto(storage, head)
+    if done >= 0:
+        _check_ours(table, done)
     if done >= head:
         return DeltaPublished(done, 0, time.monotonic() - started)
     if done < 0 and table.commit_log.start() > 0:
@@ -73,6 +76,26 @@ def publish(table: TableMetadata, upto: int | None = None) -> DeltaPublished:
     if written:
         log.info("published %d Delta version(s) of %s up to %d in %.3f s", written, table.url, head, seconds)
     return DeltaPublished(head, written, seconds)
+
+
+def _check_ours(table: TableMetadata, version: int) -> None:
+    """Version `version` of the Delta log must publish our entry `version` (it names the same instant): a
+    `_delta_log/` this table did not write (left by a table that was deleted without it, or a Delta table's own) is
+    never taken for ours nor continued, where other engines would read the other table's rows."""
+    rel = delta_log.version_file(version)
+    try:
+        first = json.loads(table.storage.read_bytes(rel).split(b"\n", 1)[0])
+        instant = first["commitInfo"]["airflowLake"]["instant"]
+    except (KeyError, TypeError, ValueError):
+        instant = None
+    ours = table.commit_log.read(version).instant
+    if instant != ours:
+        raise LakeError(f"{table.url}: the Delta log there is not this table's: its version {version} "
+                        f"{'publishes instant ' + repr(instant) if instant else 'was not written by airflow-lake'}, "
+                        f"our log entry {version} is instant {ours!r} (a `_delta_log` left by a table deleted without "
+                        "it, or another Delta table's). Other engines read that log, not this table. Fix: check "
+                        f"what it is, move `{table.url.rstrip('/')}/{delta_log.DELTA_LOG}` away, then run "
+                        f"`airflow-lake publish {table.url}`.")
 
 
 def _actions(table: TableMetadata, entry: LogEntry, state: TableState, operations: FileOperations

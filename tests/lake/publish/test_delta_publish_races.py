@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.publish import delta_log, delta_publisher, publisher
 from airflow_lake.lake.table import LakeTable
@@ -239,3 +241,24 @@ def test_clean_keeps_the_log_entries_not_yet_published(tmp_path: Path, monkeypat
     assert delta_rows(table.url) == rows(table)
     assert table.clean(retain_hours=0, force=True) is not None  # published now: the log expires as before
     assert LakeTable.open(table.url).commit_log.start() > 1
+
+
+def test_a_delta_log_left_by_another_table_is_never_continued(tmp_path: Path, caplog: pytest.LogCaptureFixture
+                                                               ) -> None:
+    """A table deleted without its `_delta_log/`, a new one created in its directory: the old log's versions are
+    not taken for the new table's (before: publishing found version 0 there and stopped, so other engines read the
+    old table's rows). Publishing refuses, naming the directory to move away; after that it publishes from 0."""
+    old = make_table(str(tmp_path / "table"))
+    commit(old, [1, 2])
+    commit(old, [3])
+    shutil.rmtree(Path(old.url, "_lake"))
+    table = make_table(old.url)
+    commit(table, [7])
+    assert "not this table's" in caplog.text  # each commit logs it (a commit never fails for its publish)
+    with pytest.raises(LakeError, match=r"version 1 publishes instant .*move .*_delta_log.* away"):
+        table.publish()
+    shutil.move(str(Path(table.url, delta_log.DELTA_LOG)), str(tmp_path / "old_delta_log"))
+    done = table.publish()
+    assert (done.delta_seq, done.delta_written) == (1, 2)
+    check_follows_log(table)
+    assert delta_rows(table.url) == rows(table) == [(7, "v7", "a")]
