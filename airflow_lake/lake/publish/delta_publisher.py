@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -128,8 +129,11 @@ def _actions(table: TableMetadata, entry: LogEntry, state: TableState, operation
 
 
 def _commit_info(entry: LogEntry, completed_ms: int) -> dict[str, Any]:
+    # `txnId` (as Delta's writers record one) makes each publisher's bytes its own: a store's create whose answer
+    # was lost is judged by reading the key back (`stores.create`), and two publishers' identical bytes would each
+    # count as their own
     return {"timestamp": completed_ms, "operation": entry.operation.upper(), "operationParameters": {},
-            "engineInfo": ENGINE, "isBlindAppend": False,
+            "engineInfo": ENGINE, "isBlindAppend": False, "txnId": str(uuid.uuid4()),
             "airflowLake": {"seq": entry.seq, "instant": entry.instant, "action": entry.action,
                             "operation": entry.operation}}
 

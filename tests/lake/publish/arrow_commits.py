@@ -4,6 +4,7 @@ one transaction that adds it (and removes what the caller names)."""
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 from collections.abc import Iterable, Sequence
@@ -29,10 +30,16 @@ def write_file(table: LakeTable, instant: str, ids: Sequence[int], part: str) ->
     """A real Parquet file of rows (id, 'v<id>') in partition dt=`part`, written as instant `instant`'s."""
     rel = f"data/{instant}-a{os.getpid()}/dt={part}/part-{next(_names):05d}-{instant}.c000.parquet"
     table.storage.touch(f"{markers_dir(instant)}/{rel}")
-    target = table.storage.path(rel)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([f"v{i}" for i in ids])}), target)
-    rows, size, stats = file_facts(target, {"id": "bigint", "v": "string"})
+    buffer = io.BytesIO()
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([f"v{i}" for i in ids])}), buffer)
+    table.storage.makedirs(rel.rsplit("/", 1)[0])
+    if table.storage.local:  # written once under its final name, as our writer does (no rename)
+        with open(table.storage.path(rel), "xb") as handle:
+            handle.write(buffer.getvalue())
+    else:
+        table.storage.write_bytes(rel, buffer.getvalue())
+    rows, size, stats = file_facts(table.storage.path(rel), {"id": "bigint", "v": "string"},
+                                   None if table.storage.local else table.storage.filesystem)
     return DataFile(path=rel, partition={"dt": part}, rows=rows, bytes=size, instant=instant,
                     stats={k: ColumnStats.from_list(v) for k, v in stats.items()})
 
@@ -54,9 +61,10 @@ def rows(table: LakeTable, as_of: int | None = None) -> list[tuple[int, str, str
     return sorted(zip(*(arrow.column(c).to_pylist() for c in ("id", "v", "dt")), strict=True))
 
 
-def delta_rows(path: str, version: int | None = None) -> list[tuple[int, str, str]]:
+def delta_rows(path: str, version: int | None = None, storage_options: dict[str, str] | None = None
+               ) -> list[tuple[int, str, str]]:
     """delta-rs's read of the published log, sorted."""
     from deltalake import DeltaTable
 
-    arrow = DeltaTable(path, version=version).to_pyarrow_table()
+    arrow = DeltaTable(path, version=version, storage_options=storage_options).to_pyarrow_table()
     return sorted(zip(*(arrow.column(c).to_pylist() for c in ("id", "v", "dt")), strict=True))
