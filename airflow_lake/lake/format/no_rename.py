@@ -3,7 +3,7 @@
 Object stores have neither; the data path writes every file once under its final name and never moves it
 (`spark/file_writer.py`). With `AIRFLOW_LAKE_FORBID_RENAME=1` in the environment, every local table root a
 `Storage` opens is watched: a rename, replace or hard link (Python's `os` and `shutil`, seen through an audit hook)
-of a data file (a `.parquet` file under the root, outside any `_lake/` metadata folder) raises `LakeError` instead
+of a data file (a `.parquet` file under the root, outside the metadata folders `_lake/` and `_delta_log/`) raises `LakeError` instead
 of running, so a test
 suite run in this mode proves the data path needs neither. Metadata keeps the local exclusive create (`link(2)`),
 which stands for a store's conditional write. Spark's own Hadoop committer renames inside the JVM, where this
@@ -22,6 +22,7 @@ from airflow_lake.lake.errors import LakeError
 ENV = "AIRFLOW_LAKE_FORBID_RENAME"
 _EVENTS = {"os.rename": 2, "os.link": 2}  # os.replace raises "os.rename" too; event -> leading path arguments
 _ROOTS: set[str] = set()
+_METADATA = frozenset({"_lake", "_delta_log"})  # metadata folders: our log's, the published Delta log's (checkpoints)
 _LOCK = threading.Lock()
 _INSTALLED: list[bool] = []  # [True] once the hook is in (audit hooks cannot be removed)
 
@@ -51,6 +52,6 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         if not path.endswith(".parquet"):
             continue  # not a data file: metadata writes (temporary files), directories
         for root in _ROOTS:
-            if path.startswith(root) and "_lake" not in path[len(root):].split(os.sep):
+            if path.startswith(root) and not _METADATA.intersection(path[len(root):].split(os.sep)):
                 raise LakeError(f"{event} of {path!r}: renames and links of data files are forbidden "
                                 f"({ENV}=1, the storage mode with an object store's semantics).")

@@ -48,10 +48,12 @@ def read_files(storage: Storage, spec: TableSpec, files: Sequence[DataFile],
     # A file holds each column under its physical name, and none added after it was written (NULL here).
     physical = {c: spec.physical_of(c) for c in wanted if c not in spec.partition_columns}
     pieces = []
+    filesystem = storage.filesystem  # a store's fsspec file system (None: local paths)
     for data_file in files:
         path = storage.path(data_file.path)
-        held = {n.lower(): n for n in pq.read_schema(path).names}
-        content = pq.read_table(path, columns=[held[p.lower()] for p in physical.values() if p.lower() in held])
+        held = {n.lower(): n for n in pq.read_schema(path, filesystem=filesystem).names}
+        content = pq.read_table(path, columns=[held[p.lower()] for p in physical.values() if p.lower() in held],
+                                filesystem=filesystem)
         arrays = {}
         for name in wanted:
             if name in spec.partition_columns:

@@ -15,11 +15,15 @@ other goes on to the next, so the log stays in order and without gaps.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_lake.lake import faults
+from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.snapshots import TableState
 from airflow_lake.lake.publish import delta_actions, delta_checkpoint, delta_log, delta_schema
@@ -53,6 +57,8 @@ def publish(table: TableMetadata, upto: int | None = None) -> DeltaPublished:
     storage = table.storage
     head = table.commit_log.head() if upto is None else upto
     done = delta_log.published_upto(storage, head)
+    if done >= 0:
+        _check_ours(table, done)
     if done >= head:
         return DeltaPublished(done, 0, time.monotonic() - started)
     start = table.commit_log.start()
@@ -72,6 +78,7 @@ def publish(table: TableMetadata, upto: int | None = None) -> DeltaPublished:
         actions = _actions(table, entry, specs.at(entry), operations, latest)
         if storage.create_bytes(delta_log.version_file(entry.seq), delta_log.encode(actions)):
             written += 1
+            faults.reach("mid_publish")  # a version is written, the ones after it are not
             if entry.seq % interval == 0 and entry.seq > 0:
                 state = latest if entry.seq == head else table.state(entry.seq)
                 _checkpoint(table, state, FileOperations(table, state))
@@ -126,6 +133,34 @@ def expire(table: TableMetadata, start: int) -> int:
     return deleted
 
 
+def _check_ours(table: TableMetadata, version: int) -> None:
+    """Version `version` of the Delta log must publish our entry `version` (it names the same instant): a
+    `_delta_log/` this table did not write (left by a table that was deleted without it, or a Delta table's own) is
+    never taken for ours nor continued, where other engines would read the other table's rows. (A version older
+    than our log's start, or one only a checkpoint holds, is not checked: our entry or its commitInfo is gone.)"""
+    if version < table.commit_log.start():
+        return
+    rel = delta_log.version_file(version)
+    try:
+        first = json.loads(table.storage.read_bytes(rel).split(b"\n", 1)[0])
+    except FileNotFoundError:
+        return  # the log starts at a checkpoint there (`delta_checkpoint.py`)
+    except ValueError:
+        first = None
+    try:
+        instant = first["commitInfo"]["airflowLake"]["instant"]  # type: ignore[index]
+    except (KeyError, TypeError):
+        instant = None
+    ours = table.commit_log.read(version).instant
+    if instant != ours:
+        raise LakeError(f"{table.url}: the Delta log there is not this table's: its version {version} "
+                        f"{'publishes instant ' + repr(instant) if instant else 'was not written by airflow-lake'}, "
+                        f"our log entry {version} is instant {ours!r} (a `_delta_log` left by a table deleted without "
+                        "it, or another Delta table's). Other engines read that log, not this table. Fix: check "
+                        f"what it is, move `{table.url.rstrip('/')}/{delta_log.DELTA_LOG}` away, then run "
+                        f"`airflow-lake publish {table.url}`.")
+
+
 def _table_actions(table: TableMetadata, state: TableState) -> tuple[dict[str, Any], dict[str, Any]]:
     """The protocol and metaData of the table in `state`."""
     return _spec_actions(table, stored_spec(state.spec), state.table_id)
@@ -136,9 +171,9 @@ def _spec_actions(table: TableMetadata, spec: TableSpec, table_id: str | None
     """The protocol and metaData of a table with `spec`."""
     mapping = delta_schema.needs_mapping(spec)
     first = table.commit_log.read(0)
-    uuid = delta_schema.table_uuid(table_id, first.instant)
+    delta_id = delta_schema.table_uuid(table_id, first.instant)
     return (delta_schema.protocol(spec, mapping),
-            delta_schema.metadata(spec, mapping, uuid, int(first.completed_at * 1000),
+            delta_schema.metadata(spec, mapping, delta_id, int(first.completed_at * 1000),
                                   table.url.rstrip("/").rsplit("/", 1)[-1]))
 
 
@@ -171,8 +206,10 @@ def _actions(table: TableMetadata, entry: LogEntry, spec: TableSpec, operations:
 
 
 def _commit_info(entry: LogEntry, completed_ms: int) -> dict[str, Any]:
+    # `txnId` (as Delta's writers record one) makes each publisher's bytes its own: a store's create whose answer
+    # was lost is judged by reading the key back (`stores.create`), and two publishers' identical bytes would each
+    # count as their own
     return {"timestamp": completed_ms, "operation": entry.operation.upper(), "operationParameters": {},
-            "engineInfo": ENGINE, "isBlindAppend": False,
+            "engineInfo": ENGINE, "isBlindAppend": False, "txnId": str(uuid.uuid4()),
             "airflowLake": {"seq": entry.seq, "instant": entry.instant, "action": entry.action,
                             "operation": entry.operation}}
-

@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_lake.lake import faults
 from airflow_lake.lake.errors import LakeError
 from airflow_lake.lake.publish import delta_log, delta_publisher
 from airflow_lake.lake.spec.table_spec import ICEBERG_CATALOG_PROPERTY, ICEBERG_TABLE_PROPERTY
@@ -96,6 +97,7 @@ def publish(table: TableMetadata, upto: int | None = None) -> Published:
 
 def after_commit(table: TableMetadata, seq: int) -> None:
     """Publish up to entry `seq`, which just landed; logs and swallows what goes wrong (the next one catches up)."""
+    faults.reach("before_publish")  # the entry has landed, nothing of it is published
     try:
         publish(table, seq)
     except Exception as err:
