@@ -22,6 +22,7 @@ from tests.airflow_stack import migrate_db
 from tests.conftest import ROOT
 from tests.connect_server import ConnectServer
 from tests.dags import video_oracle
+from tests.lake.publish import delta_readers
 
 DAGS = ROOT / "dags"
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
@@ -148,6 +149,12 @@ def test_pipeline_and_maintenance_in_airflow_dags_test(tmp_path: Path, connect_s
     assert len(clustered) == 1 and clustered[0]["files_after"] < clustered[0]["files_before"], clustered
     assert [len(committed(lake, name, "compact_upserts")) for name in ("ods_works", "ods_users")] == [1, 1]
     assert contents(lake) == before  # maintenance changes files, never rows
+    # every table, as DuckDB reads it through the Delta log its commits published: our rows (primary-key tables
+    # as of their compaction, which maintenance just ran after the last upsert)
+    con = delta_readers.duckdb_connection()
+    for name in [*TABLE_NAMES, "ods_works", "ods_users"]:
+        table = LakeTable.open(str(lake / name))
+        assert delta_readers.duckdb_delta(con, table.url) == delta_readers.lake_arrow(table), name
     dm = LakeTable.open(str(lake / "dm_work_7d"))
     files = dm.snapshot().files
     day_files = [f for f in files if f.partition["dt"] == "2024-01-03"]
