@@ -4,8 +4,8 @@ Object stores have neither; the data path writes every file once under its final
 (`spark/file_writer.py`). With `AIRFLOW_LAKE_FORBID_RENAME=1` in the environment, every local table root a
 `Storage` opens is watched: a rename, replace or hard link (Python's `os` and `shutil`, seen through an audit hook)
 of a data file (a `.parquet` file under the root, outside the metadata folders `_lake/` and `_delta_log/`) raises
-`LakeError` instead of running, so a test suite run in this mode proves the data path needs neither. Metadata keeps the local exclusive create (`link(2)`),
-which stands for a store's conditional write. Spark's own Hadoop committer renames inside the JVM, where this
+`LakeError` instead of running, so a test suite run in this mode proves the data path needs neither. Metadata
+keeps the local exclusive create (`link(2)`), which stands for a store's conditional write. Spark's own Hadoop committer renames inside the JVM, where this
 hook does not reach: on a store the S3A committers write without renames (README, "Tables on object stores").
 """
 
