@@ -1,12 +1,13 @@
 """A storage mode with an object store's semantics on local disk: no rename and no hard link of a data file.
 
 Object stores have neither; the data path writes every file once under its final name and never moves it
-(`spark/file_writer.py`). With `AIRFLOW_LAKE_FORBID_RENAME=1` in the environment, every local table root a
-`Storage` opens is watched: a rename, replace or hard link (Python's `os` and `shutil`, seen through an audit hook)
-of a data file (a `.parquet` file under the root, outside the metadata folders `_lake/` and `_delta_log/`) raises
-`LakeError` instead of running, so a test suite run in this mode proves the data path needs neither. Metadata
-keeps the local exclusive create (`link(2)`), which stands for a store's conditional write. Spark's own Hadoop committer renames inside the JVM, where this
-hook does not reach: on a store the S3A committers write without renames (README, "Tables on object stores").
+(`spark/file_writer.py`). With `AIRFLOW_LAKE_FORBID_RENAME=1` in the environment, every local table root a `Storage`
+opens is watched: a rename, replace or hard link (Python's `os` and `shutil`, seen through an audit hook) of a data
+file (a `.parquet` file under the root, outside the metadata folders `_lake/` and `_delta_log/`) raises `LakeError`
+instead of running, so a test suite run in this mode proves the data path needs neither. Metadata keeps the local
+exclusive create (`link(2)`), which stands for a store's conditional write. Spark's own Hadoop committer renames
+inside the JVM, where this hook does not reach: on a store the S3A committers write without renames (README, "Tables
+on object stores").
 """
 
 from __future__ import annotations
