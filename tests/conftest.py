@@ -51,6 +51,9 @@ LONGEST_FIRST = (
     "tests/operators/test_request_id.py",  # 257
     "tests/dags/test_scheduler_trigger.py",  # 253
     "tests/lake/upsert/test_versioned_deletes.py",  # 252
+    "tests/lake/publish/test_delta_publish.py",  # ~150 (issue 34, under load)
+    "tests/lake/publish/test_foreign_spark_reads.py",  # ~90: two foreign JVMs
+    "tests/engines/test_foreign_spark.py",  # ~80: two foreign JVMs
     "tests/jobs/test_upsert_jobs.py",  # 220
     "tests/ui/test_lake_page.py",  # 218
     "tests/operators/test_upsert.py",  # 163
