@@ -15,7 +15,8 @@ tombstones: it keeps the merged rows (memory, then disk) and writes them twice, 
 compaction writes once, as before. The next compaction counts a bucket's two files as one (one file split: a
 file whose every `__lake_v` is NULL, written by no upsert or delete, beside a file of data of the same instant
 and bucket), so it has nothing to do until as many deltas land as before, and then folds the tombstones back.
-A partition with a base file that mixes both (a compaction before the split) is compacted again.
+A partition with a base file of both NULL and other `__lake_v` (a compaction before the split: tombstones, or
+data of no known version, beside data) is compacted again.
 
 On a table with commutative columns (sum, max, min), a delete (or delete markers) committed meanwhile into a
 partition being compacted is a retryable conflict: the fold was made without it, and a fold across a delete's
@@ -187,7 +188,7 @@ def _by_construction(files: list[DataFile], *, tombstones: bool) -> list[DataFil
 def _inputs(state: TableState, buckets: int, partitions: list[dict[str, str | None]] | str | None
             ) -> list[DataFile]:
     """The files of the partitions to compact (among `partitions`, if given): those with more files than buckets,
-    and those with a base file that mixes tombstones and data (a compaction before the split). A tombstone file
+    and those with a base file of both NULL and other `__lake_v` (a compaction before the split). A tombstone file
     is the other half of its bucket's base file (the compaction that wrote both split one file in two): counted
     once, so a partition counts what it counted before the split, and a compaction right after has nothing to do."""
     wanted = None if not isinstance(partitions, list) else {tuple(sorted(p.items())) for p in partitions}

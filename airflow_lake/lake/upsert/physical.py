@@ -39,8 +39,8 @@ UNKNOWN_NEWEST, which no watermark is below, so it merges as NULL did. Compactio
 partition into files of their own (`compact.py`), so a base file's `__lake_v` stats tell what it is: null count 0,
 every row holds data (what another engine may read as the table); null count = rows, only tombstones
 (`only_tombstones`; a versioned delete's delta file looks the same: the log tells them apart, its version index
-names the upserts and deletes). A base file that holds both (written by a compaction before the split) is
-compacted again (`mixes_tombstones`).
+names the upserts and deletes). A base file with both (written by a compaction before the split: tombstones or
+data of no known version beside data) is compacted again (`mixes_tombstones`).
 
 Rule 2 is exact for delta rows (one version each). A base row folds a commutative column's values over the
 versions that set it, [v0, v], kept per column (`__lake_v0__<c>`, `__lake_v__<c>`; files written before that
@@ -173,10 +173,10 @@ def only_tombstones(data_file: DataFile) -> bool:
 
 
 def mixes_tombstones(data_file: DataFile) -> bool:
-    """Whether a base file may hold tombstones beside rows with data (by its stats: some `__lake_v` NULL, not all,
-    and a watermark), as compactions wrote them before tombstones got files of their own."""
+    """Whether a base file has rows of NULL `__lake_v` beside rows with a version (by its stats), as compactions
+    wrote them before tombstones got files of their own: tombstones, or data of no known version."""
     stats = data_file.stats.get(NEWEST)
-    return stats is not None and 0 < stats.null_count < data_file.rows and has_deletes([data_file])
+    return stats is not None and 0 < stats.null_count < data_file.rows
 
 
 def has_deletes(files: Iterable[DataFile]) -> bool:

@@ -236,3 +236,28 @@ def test_a_base_file_mixing_tombstones_and_data_is_compacted_again(spark: Any, t
     assert keys_of(table, kinds(table)["tombstones"]) == {(1, "d0"), (2, "d0")}
     assert merged_rows(spark, table) == before
     assert compact(table, spark).entry is None
+
+
+def test_a_base_file_with_data_of_no_version_from_before_is_compacted_again(spark: Any, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The release before wrote a key of no known version with a NULL `__lake_v` beside rows with versions (no
+    delete anywhere): the next compaction rewrites it with UNKNOWN_NEWEST, so no base file has NULL `__lake_v` on
+    rows with data."""
+    from pyspark.sql import functions as F
+
+    legacy = Legacy("last", tmp_path)
+    merged = compact_module.merged
+
+    def as_before(*args: Any, **kwargs: Any) -> Any:
+        rows = merged(*args, **kwargs)
+        return rows.withColumn("__lake_v", F.when(F.col("__lake_v") != UNKNOWN_NEWEST, F.col("__lake_v")))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(compact_module, "merged", as_before)
+        patched.setattr(compact_module, "_by_construction", lambda files, tombstones: files)
+        compact(legacy.table, spark)
+    assert any(0 < f.stats["__lake_v"].null_count < f.rows for f in legacy.table.snapshot().files)
+    assert compact(legacy.table, spark).entry is not None
+    assert not kinds(legacy.table)["tombstones"]
+    legacy.check(spark)
+    assert compact(legacy.table, spark).entry is None
