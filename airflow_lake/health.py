@@ -31,6 +31,7 @@ from airflow_lake import reports
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
 from airflow_lake.lake.spec.table_spec import DEFAULT_PROPERTIES, TableSpec
 from airflow_lake.lake.table import LakeTable
+from airflow_lake.lake.upsert.physical import only_tombstones
 
 PREFIX = "health."
 # name -> default threshold (the table properties `health.<name>` override them per table)
@@ -84,6 +85,8 @@ def _small_files(files: list[DataFile], spec: TableSpec, limits: Mapping[str, fl
     cells: dict[tuple[Any, int | None], list[DataFile]] = {}
     for data_file in files:
         cells.setdefault((data_file.partition_key(), data_file.bucket), []).append(data_file)
+    if spec.primary_key:  # a bucket's tombstone file beside the data file of its compaction: one file split in two
+        cells = {key: _without_tombstone_halves(cell) for key, cell in cells.items()}
     small = sum(1 for cell in cells.values() if len(cell) > 1 for f in cell if f.bytes < limit)
     share = small / len(files)
     if share <= share_limit:
@@ -92,6 +95,13 @@ def _small_files(files: list[DataFile], spec: TableSpec, limits: Mapping[str, fl
     return _warning("small_files", f"{share:.0%} of live files ({small} of {len(files)}) are under "
                     f"{fmt.fmt_bytes(int(limit))} beside other files of their partition or bucket: {fixer} would "
                     f"merge them (threshold {share_limit:.0%})", round(share, 4), share_limit)
+
+
+def _without_tombstone_halves(cell: list[DataFile]) -> list[DataFile]:
+    """A primary-key table's files of one partition and bucket less the tombstone files written beside a file of
+    rows with data by the same compaction (`lake/upsert/compact.py`), which compaction does not count either."""
+    halves = {f.instant for f in cell if not only_tombstones(f)}
+    return [f for f in cell if not (only_tombstones(f) and f.instant in halves)]
 
 
 def _bucket_skew(files: list[DataFile], spec: TableSpec, limits: Mapping[str, float]) -> Warning | None:

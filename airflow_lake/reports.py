@@ -315,8 +315,9 @@ def primary_key_data(table: LakeTable, state: TableState | None = None, snap: Sn
     Base files (written by compaction) hold one row per key of their partition and bucket, deleted keys kept as
     tombstones (no version, `__lake_v` NULL): their live keys are their rows minus their NULL `__lake_v` count. Delta
     files (written by upserts and versioned deletes, not compacted yet) may repeat keys and delete them, which no
-    stat can tell. So the count is exact where a partition's bucket is one base file, and elsewhere an upper bound
-    (`keys_exact` false): its base keys plus its deltas' rows that carry data.
+    stat can tell. So the count is exact where a partition's bucket holds the base files of one compaction (a file
+    of rows with data and one of tombstones: distinct keys), and elsewhere an upper bound (`keys_exact` false): its
+    base keys plus its deltas' rows that carry data.
     """
     state = table.state() if state is None else state
     snap = table.snapshot() if snap is None else snap
@@ -337,7 +338,7 @@ def primary_key_data(table: LakeTable, state: TableState | None = None, snap: Sn
         delta_rows += sum(f.rows for f in deltas)
         live = [_live_base_keys(f) for f in bases]
         keys += sum(n for n, _ in live) + sum(_data_rows(f) for f in deltas)
-        if deltas or len(bases) > 1 or not all(ok for _, ok in live):
+        if deltas or len({f.instant for f in bases}) > 1 or not all(ok for _, ok in live):
             exact = False
         if deltas:
             pending.append({"partition": dict(key), "name": fmt.partition_label(dict(key), snap.spec.partition_columns),

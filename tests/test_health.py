@@ -189,3 +189,26 @@ def test_ls_names_the_airflow_task_of_the_last_commit(tmp_path: Path, capsys: py
     assert main(["ls", str(tmp_path / "lake"), "--json"]) == 0
     (item,) = json.loads(capsys.readouterr().out)["tables"]
     assert item["last_commit"]["airflow"] == task and item["last_commit"]["seq"] == 1
+
+
+def test_a_compacted_buckets_tombstone_file_is_not_a_small_file_beside_its_data(tmp_path: Path) -> None:
+    """Compaction writes a bucket's tombstones into a file of their own beside its file of rows with data
+    (`lake/upsert/compact.py`): one file split in two, which compaction would not merge again; a delta beside them
+    is a small file to compact."""
+    from airflow_lake.lake.format.data_files import ColumnStats
+
+    table = LakeTable.create(str(tmp_path / "pk"), {"schema": "k BIGINT NOT NULL, a STRING", "primary_key": ["k"],
+                                                    "bucket": {"columns": ["k"], "count": 2}})
+
+    def files(instant: str, kinds: Sequence[str]) -> list[DataFile]:
+        return [DataFile(f"data/{instant}-{kind}-b2/part-00000-{kind}_{bucket:05d}.c000.snappy.parquet", {}, 3, 900,
+                         bucket=bucket, instant=instant, bucketing="murmur3:2:k",
+                         stats={"__lake_v": ColumnStats(None, None, 3) if kind == "tomb" else ColumnStats(1, 4, 0)})
+                for bucket in (0, 1) for kind in kinds]
+
+    txn = table.begin("replace", "compact_upserts")
+    txn.commit(added=files(txn.instant, ["data", "tomb"]))
+    assert "small_files" not in checks(table)
+    txn = table.begin("commit", "write")
+    txn.commit(added=files(txn.instant, ["delta"]))
+    assert checks(table)["small_files"]["value"] == round(4 / 6, 4)  # each bucket: its data and a delta, of 6 files

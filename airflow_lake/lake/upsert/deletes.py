@@ -38,6 +38,7 @@ from airflow_lake.lake.upsert.physical import (
     DELETED,
     NEWEST,
     OLDEST,
+    UNKNOWN_NEWEST,
     UNKNOWN_OLDEST,
     delta_rows,
     folded_range,
@@ -250,7 +251,7 @@ def check_deletes(table: TableMetadata, state: TableState, spec: TableSpec, dele
     for row in examples:
         key = ", ".join(f"{k}={row[k]!r}" for k in names)
         if row["unsure"]:
-            lower = "unknown" if row["v"] is None else f"at least {row['v']}"
+            lower = "unknown" if row["v"] in (None, UNKNOWN_NEWEST) else f"at least {row['v']}"
             described.append(f"key ({key}) has rows written before versioned deletes: their newest version is "
                              f"{lower} and below {upper} (the highest version the table applied), so a delete "
                              f"at {row['d']} cannot tell what it removes")

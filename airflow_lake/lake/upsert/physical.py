@@ -33,6 +33,15 @@ Compaction writes per key the watermark D (`__lake_d`) and only what is newer; a
 becomes a tombstone (the key, its partition, D; every value and stamp NULL). Tombstones are never dropped:
 any later upsert may carry a version <= D (a backfill), and only the tombstone keeps it deleted.
 
+Base files. In a base file `__lake_v` is NULL exactly on tombstones: a base row that holds data has a version,
+and a key that exists with no known version (rows written before versioned deletes, no stamp at all) gets
+UNKNOWN_NEWEST, which no watermark is below, so it merges as NULL did. Compaction writes the tombstones of a
+partition into files of their own (`compact.py`), so a base file's `__lake_v` stats tell what it is: null count 0,
+every row holds data (what another engine may read as the table); null count = rows, only tombstones
+(`only_tombstones`; a versioned delete's delta file looks the same: the log tells them apart, its version index
+names the upserts and deletes). A base file with both (written by a compaction before the split: tombstones or
+data of no known version beside data) is compacted again (`mixes_tombstones`).
+
 Rule 2 is exact for delta rows (one version each). A base row folds a commutative column's values over the
 versions that set it, [v0, v], kept per column (`__lake_v0__<c>`, `__lake_v__<c>`; files written before that
 have only the row's range, which holds it); a delete at d with v0 <= d < v would have to split that fold, which
@@ -70,6 +79,8 @@ OLDEST = "__lake_v0"  # the oldest version folded into the row's commutative val
 DELETED = "__lake_d"  # a delete at this version (delta) / the key's delete watermark (base)
 WATERMARK = "__lake_watermark"  # the key's watermark, on every row while merging (never stored)
 UNKNOWN_OLDEST = -(1 << 63)  # OLDEST of a base row folded from rows of unknown version (written before deletes)
+# NEWEST of a base row that holds data of no known version at all: never NULL there, NULL marks a tombstone
+UNKNOWN_NEWEST = UNKNOWN_OLDEST
 ROW_STAMPS = (NEWEST, OLDEST, DELETED)
 EXISTS = "__lake_exists"  # whether a merged key exists (never stored)
 
@@ -152,6 +163,20 @@ def delta_rows(df: DataFrame, spec: TableSpec, present: Collection[str], version
     deleted_at = F.lit(None).cast("bigint") if deleted is None else F.when(deleted, version)
     return df.select(*out, *stamps, F.monotonically_increasing_id().alias(SEQ), row_version.alias(NEWEST),
                      row_version.alias(OLDEST), deleted_at.cast("bigint").alias(DELETED))
+
+
+def only_tombstones(data_file: DataFile) -> bool:
+    """Whether every row of the file holds no data (`__lake_v` NULL, by its stats): a base file of tombstones, or a
+    versioned delete's delta file. A file written before versioned deletes has no `__lake_v` and holds none."""
+    stats = data_file.stats.get(NEWEST)
+    return stats is not None and stats.null_count >= data_file.rows
+
+
+def mixes_tombstones(data_file: DataFile) -> bool:
+    """Whether a base file has rows of NULL `__lake_v` beside rows with a version (by its stats), as compactions
+    wrote them before tombstones got files of their own: tombstones, or data of no known version."""
+    stats = data_file.stats.get(NEWEST)
+    return stats is not None and 0 < stats.null_count < data_file.rows
 
 
 def has_deletes(files: Iterable[DataFile]) -> bool:
@@ -243,7 +268,10 @@ def merge_aggregates(spec: TableSpec, *, keep_stamps: bool, deletes: bool = Fals
     if keep_stamps or deletes:
         out.append(watermark_out.alias(DELETED))
     if keep_stamps:
-        out.append(F.max(F.when(newer(newest), newest)).alias(NEWEST))
+        newest_out = F.max(F.when(newer(newest), newest))
+        # a key never deleted exists: with no known version, UNKNOWN_NEWEST (NULL marks a tombstone)
+        out.append(F.when(F.max(deleted).isNull(), F.coalesce(newest_out, F.lit(UNKNOWN_NEWEST).cast("bigint")))
+                   .otherwise(newest_out).alias(NEWEST))
         out.append(F.when(uncertain, F.lit(UNKNOWN_OLDEST).cast("bigint"))
                    .otherwise(F.min(F.when(newer(newest), oldest))).alias(OLDEST))
     if deletes:
