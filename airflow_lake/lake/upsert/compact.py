@@ -188,7 +188,9 @@ def _by_construction(files: list[DataFile], *, tombstones: bool) -> list[DataFil
 def _inputs(state: TableState, buckets: int, partitions: list[dict[str, str | None]] | str | None
             ) -> list[DataFile]:
     """The files of the partitions to compact (among `partitions`, if given): those with more files than buckets,
-    and those with a base file of both NULL and other `__lake_v` (a compaction before the split). A tombstone file
+    those with a delta file (an upsert's or a versioned delete's: a partition only one upsert wrote has no more files
+    than buckets, and other engines see a primary-key table's base files only, `lake/publish/visibility.py`), and
+    those with a base file of both NULL and other `__lake_v` (a compaction before the split). A tombstone file
     is the other half of its bucket's base file (the compaction that wrote both split one file in two): counted
     once, so a partition counts what it counted before the split, and a compaction right after has nothing to do."""
     wanted = None if not isinstance(partitions, list) else {tuple(sorted(p.items())) for p in partitions}
@@ -207,7 +209,8 @@ def _inputs(state: TableState, buckets: int, partitions: list[dict[str, str | No
     for group in by_partition.values():
         halves = {(f.instant, f.bucket) for f in group if base(f) and not only_tombstones(f)}
         counted = [f for f in group if not (only_tombstones(f) and base(f) and (f.instant, f.bucket) in halves)]
-        if len(counted) > buckets or any(mixes_tombstones(f) and base(f) for f in group):
+        deltas = any(not base(f) for f in group)  # (upserts since the last compaction: other engines see none)
+        if len(counted) > buckets or deltas or any(mixes_tombstones(f) and base(f) for f in group):
             out += group
     return out
 

@@ -490,11 +490,7 @@ def test_keyed_later_upserts_and_deletes_wait_for_the_next_compaction(keyed: Wal
 # Known, not the publisher's to fix (issue 34): compaction keeps a deleted key's tombstone in the base file of its
 # bucket, and a base file holding a tombstone is not published whole (`visibility.py`), so its live rows vanish
 # from other engines (here key 5, in key 2's bucket). Compaction putting tombstones into files of their own fixes it.
-TOMBSTONES_IN_BASE = "a base file with a delete tombstone is hidden whole, live rows with it (tombstones need files " \
-                     "of their own)"
 
-
-@pytest.mark.xfail(strict=True, reason=TOMBSTONES_IN_BASE)
 def test_keyed_compaction_after_a_versioned_delete(keyed: Walk, con: Any) -> None:
     keyed.reach("compact_2")
     check_keyed(keyed, con, keyed.seq["compact_2"])
@@ -513,7 +509,6 @@ def test_keyed_time_travel(keyed: Walk, con: Any) -> None:
 # partition whose files are one upsert's delta files (d3 here: one file, two buckets) keeps them, and other
 # engines never see its rows however often `compact_upserts` runs (fix: compact a partition that holds any file
 # not written by a compaction too, `upsert/compact.py` `_inputs`).
-@pytest.mark.xfail(strict=True, reason=f"compaction skips a partition of delta files only; and {TOMBSTONES_IN_BASE}")
 def test_keyed_compaction_publishes_every_partition(keyed: Walk, con: Any) -> None:
     """A partition whose only files are one upsert's (no more files than buckets) is published by the next
     compaction too."""

@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
 from pyiceberg.expressions import GreaterThanOrEqual
 from pyiceberg.table.snapshots import Operation
 
@@ -119,9 +118,6 @@ def test_a_primary_key_table_is_published_as_of_its_last_compaction(spark: Any, 
     assert (1, "a2", "d1") in readers.ours(table)
 
 
-@pytest.mark.xfail(strict=True, reason="compact_upserts writes a kept delete tombstone into the same file as live "
-                   "rows, and visibility.py hides a base file that holds a tombstone: the partition's rows vanish "
-                   "for other engines until compaction writes tombstones into files of their own")
 def test_a_versioned_delete_is_published_by_the_next_compaction(spark: Any, table_path: str, tmp_path: Path,
                                                               monkeypatch: Any) -> None:
     catalog = readers.configure(monkeypatch, tmp_path)
