@@ -12,11 +12,11 @@ from airflow_lake.operators.rendered import rendered_selection
 
 
 class CompactUpsertsOperator(LakeOperator):
-    """Compact a primary-key table with the `compact_upserts` operation: in every partition (or the listed ones)
-    with more files than buckets, all files are merged per key into one file per bucket, in one `replace`
-    commit. Upserts running meanwhile land; late upserts of lower versions still merge right. Returns its
-    metrics (files_before, files_after, keys, ...; `noop` when nothing needed compacting). The small files of
-    a plain table are merged by clustering (`ScheduleClusteringOperator`), not by this operator.
+    """Compact a primary-key table with the `compact_upserts` operation: in every partition (or the listed ones) with
+    more files than buckets or upserts since its last compaction, all files are merged per key into one file per
+    bucket, in one `replace` commit. Upserts running meanwhile land; late upserts of lower versions still merge
+    right. Returns its metrics (files_before, files_after, keys, ...; `noop` when nothing needed compacting). The
+    small files of a plain table are merged by clustering (`ScheduleClusteringOperator`), not by this operator.
 
     :param partitions: partitions to compact ([{"dt": "2024-01-01"}]); None (left out): all. An empty list
         compacts nothing (`noop`) — also when an upstream task or a template gives none ([], "[]", None, "").

@@ -1,10 +1,11 @@
 """`compact`: fold a primary-key table's delta files into base files, one `replace` commit.
 
-For each chosen partition that has more files than buckets (a bucket's tombstone file and data file count as
-one: below), all its files are merged per key (`merge_read.merged` with the stamps kept) and written as one file
-per bucket, sorted by the key; the commit removes exactly the files read. Upserts that commit meanwhile only add
-files, so they are kept (and merge on top of the new base, whatever their version: the base keeps each column's
-version). Two compactions of one partition at once: the second gets a retryable conflict.
+For each chosen partition that has more files than buckets (a bucket's tombstone file and data file count as one:
+below) or holds an upsert's delta file (other engines see base files only: `lake/publish`), all its files are merged
+per key (`merge_read.merged` with the stamps kept) and written as one file per bucket, sorted by the key; the commit
+removes exactly the files read. Upserts that commit meanwhile only add files, so they are kept (and merge on top of
+the new base, whatever their version: the base keeps each column's version). Two compactions of one partition at once:
+the second gets a retryable conflict.
 
 Deletes: each key's base row keeps its delete watermark (`__lake_d`) and only what is newer; a key deleted
 with nothing newer stays as a tombstone (key, partition, watermark), so a late upsert of a lower version stays
@@ -76,7 +77,7 @@ class Compacted:
 
 def compact(table: TableMetadata, spark: SparkSession, *, partitions: Sequence[Mapping[str, Any]] | None = None,
             request_id: str | None = None, request_fingerprint: str | None = None) -> Compacted:
-    """Compact the table's partitions (or the listed ones) that have more files than buckets; a committed
+    """Compact the table's partitions (or the listed ones) that have more files than buckets or delta files; a committed
     `request_id` returns its commit (`request_fingerprint`: of the request's inputs, `commit.requests`)."""
     from pyspark.sql import functions as F
 
@@ -90,7 +91,8 @@ def compact(table: TableMetadata, spark: SparkSession, *, partitions: Sequence[M
         return Compacted(prior, True)
     chosen = normalize_partitions(spec, partitions) if partitions is not None else None
     if _inputs(base, spec.bucket.count if spec.bucket else 1, chosen) == []:
-        log.info("compact %s: no partition has more files than buckets; nothing to do", table.url)
+        log.info("compact %s: no partition has more files than buckets or upserts since its compaction; nothing to "
+                 "do", table.url)
         return Compacted(None)
     txn = begin(table, "replace", OPERATION, request_id=request_id, base=base, request_fingerprint=request_fingerprint)
     try:
