@@ -28,11 +28,11 @@ import sys
 import time
 from typing import Any
 
-from bench_snapshot_100k import BUCKETS, SCHEMA, make_files
+from bench_snapshot_100k import BUCKETS, SCHEMA, append_commit, make_files
 from common import machine_info, median, print_table, ratio, scratch_dir, timed, write_result
 
 from airflow_lake.lake.format import instants
-from airflow_lake.lake.format.log import CommitLog, LogEntry
+from airflow_lake.lake.format.log import CommitLog
 from airflow_lake.lake.publish import delta_checkpoint, delta_log, delta_publisher
 from airflow_lake.lake.publish.visibility import FileOperations, visible
 from airflow_lake.lake.spec.table_spec import stored_spec
@@ -49,16 +49,7 @@ def build(path: str, args: argparse.Namespace) -> float:
     rng = random.Random(args.seed)
     base_ms = instants.id_millis(log.read(0).instant)
     for seq in range(1, args.commits + 1):
-        instant = instants.format_id(base_ms + seq)
-        added = make_files(seq, instant, args.files_per_commit, (seq - 1) * args.files_per_commit, rng)
-        now = time.time()
-        entry = LogEntry(seq=seq, instant=instant, action="commit", operation="write", started_at=now,
-                         completed_at=now, base_seq=seq - 1, added=tuple(added),
-                         metadata={"mode": "append", "partitions": None},
-                         metrics={"files_added": len(added), "rows_added": sum(f.rows for f in added)})
-        if not log.try_append(entry):
-            raise RuntimeError(f"log entry {seq} already exists")
-        table.after_commit(entry)
+        table.after_commit(append_commit(log, seq, base_ms, args.files_per_commit, rng))
     return time.perf_counter() - started
 
 

@@ -95,6 +95,21 @@ def make_files(seq: int, instant: str, count: int, first: int, rng: random.Rando
     return out
 
 
+def append_commit(log: CommitLog, seq: int, base_ms: int, count: int, rng: random.Random) -> LogEntry:
+    """Append entry `seq`: a commit of `count` described files (`make_files`), as a writer makes it."""
+    instant = instants.format_id(base_ms + seq)
+    added = make_files(seq, instant, count, (seq - 1) * count, rng)
+    now = time.time()
+    entry = LogEntry(seq=seq, instant=instant, action="commit", operation="write", started_at=now,
+                     completed_at=now, base_seq=seq - 1, added=tuple(added),
+                     metadata={"mode": "append", "partitions": None},
+                     metrics={"files_added": len(added), "rows_added": sum(f.rows for f in added),
+                              "bytes_added": sum(f.bytes for f in added)})
+    if not log.try_append(entry):
+        raise RuntimeError(f"log entry {seq} already exists")
+    return entry
+
+
 def build(path: str, args: argparse.Namespace) -> dict[str, Any]:
     """The AFTER table: the log written directly, checkpoints through `LakeTable.after_commit`."""
     started = time.perf_counter()
@@ -106,16 +121,7 @@ def build(path: str, args: argparse.Namespace) -> dict[str, Any]:
     base_ms = instants.id_millis(log.read(0).instant)
     checkpoint_seconds = []
     for seq in range(1, args.commits + 1):
-        instant = instants.format_id(base_ms + seq)
-        added = make_files(seq, instant, args.files_per_commit, (seq - 1) * args.files_per_commit, rng)
-        now = time.time()
-        entry = LogEntry(seq=seq, instant=instant, action="commit", operation="write", started_at=now,
-                         completed_at=now, base_seq=seq - 1, added=tuple(added),
-                         metadata={"mode": "append", "partitions": None},
-                         metrics={"files_added": len(added), "rows_added": sum(f.rows for f in added),
-                                  "bytes_added": sum(f.bytes for f in added)})
-        if not log.try_append(entry):
-            raise RuntimeError(f"log entry {seq} already exists")
+        entry = append_commit(log, seq, base_ms, args.files_per_commit, rng)
         if seq % args.checkpoint_interval == 0:
             seconds, _ = timed(lambda entry=entry: table.after_commit(entry))
             checkpoint_seconds.append(seconds)
