@@ -50,10 +50,12 @@ INTERNAL_ERROR_BODY = (
 
 def kind_of(key: str) -> str:
     """What a key (or a listing prefix) of a table is: the `_lake/` folder it lies in (`log`, `pending`,
-    `heartbeats`, `markers`, `checkpoints`, `staging`, `locks`, `last_checkpoint`), `data` for other keys of a
-    table, `bucket` for the bucket itself."""
+    `heartbeats`, `markers`, `checkpoints`, `staging`, `locks`, `last_checkpoint`), `delta_log` for the published
+    Delta log's, `data` for other keys of a table, `bucket` for the bucket itself."""
     if not key:
         return "bucket"
+    if "_delta_log/" in key or key.endswith("_delta_log"):
+        return "delta_log"
     if "_lake/" not in key:
         return "data" if not key.endswith("_lake") else "meta"
     head = key.split("_lake/", 1)[1].split("/", 1)[0]
