@@ -61,6 +61,9 @@ def _fetched() -> tuple[Path | None, str]:
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         return None, f".ci/fetch_trino failed ({done.returncode}): {done.stderr[-STDERR_TAIL:]}"
+    java = Path(JAVA_HOME, "bin", "java")
+    if not java.exists():  # (fetched before, on a machine that had it)
+        return None, f"Trino needs Java 24 or newer: no {java} (set TRINO_JAVA_HOME)"
     return Path(lines[-1]), ""
 
 
