@@ -22,6 +22,8 @@ from airflow_lake.lake.table import LakeTable
 from tests.engines.trino import TrinoError, TrinoServer, require_trino
 from tests.lake.publish import iceberg_readers
 
+pytestmark = pytest.mark.slow  # starts a Trino server
+
 SCHEMA = "id BIGINT, name STRING, amount BIGINT, dt DATE"
 DAY1, DAY2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 
