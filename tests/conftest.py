@@ -54,6 +54,7 @@ LONGEST_FIRST = (
     "tests/lake/publish/test_delta_publish.py",  # ~150 (issue 34, under load)
     "tests/lake/publish/test_foreign_spark_reads.py",  # ~90: two foreign JVMs
     "tests/engines/test_foreign_spark.py",  # ~80: two foreign JVMs
+    "tests/lake/publish/test_trino_reads.py",  # ~60: a Trino server
     "tests/jobs/test_upsert_jobs.py",  # 220
     "tests/ui/test_lake_page.py",  # 218
     "tests/operators/test_upsert.py",  # 163
