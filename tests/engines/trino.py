@@ -228,6 +228,6 @@ class TrinoServer:
             "iceberg.jdbc-catalog.connection-url": f"jdbc:sqlite:{sqlite_file}",
             "iceberg.jdbc-catalog.catalog-name": catalog_name,
             "iceberg.jdbc-catalog.default-warehouse-dir": warehouse,
-            # our local data files are absolute paths with no scheme (`iceberg_files.file_uri`): Trino's native
-            # local file system takes only file:// and local:// ("No factory for location"); Hadoop's takes them
-            "fs.native-local.enabled": "true", "local.location": "/", "fs.hadoop.enabled": "true"})
+            # our local data files are file:// URIs (`iceberg_files.file_uri`), which Trino's native local file
+            # system takes (it refuses a bare path: "No factory for location")
+            "fs.native-local.enabled": "true", "local.location": "/"})

@@ -35,10 +35,11 @@ _EPOCH_DAY = dt.date(1970, 1, 1).toordinal()
 
 
 def file_uri(storage: Storage, path: str) -> str:
-    """The absolute location of one of our data files, as Iceberg names it: a local absolute path, or the URL in the
-    store's own scheme (`s3://`, which Iceberg's FileIOs and DuckDB read; not Hadoop's `s3a://`)."""
+    """The absolute location of one of our data files, as Iceberg names it: a URI with its scheme, as the Iceberg spec
+    asks (`file:///...` on local disk: Trino's own local file system refuses a bare path), or the URL in the store's
+    own scheme (`s3://`, which Iceberg's FileIOs and DuckDB read; not Hadoop's `s3a://`)."""
     if storage.local:
-        return storage.path(path)
+        return "file://" + storage.path(path)
     storage.path(path)  # the confinement check
     return f"{canonical_url(storage.url)}/{path}"
 

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_lake.lake import LakeTable
 from airflow_lake.lake.errors import LakeError
-from airflow_lake.lake.publish import iceberg_catalog, iceberg_publisher
+from airflow_lake.lake.publish import iceberg_catalog, iceberg_files, iceberg_publisher
 from tests.lake.lake_core_helpers import append, data_file, make_table, on_disk, put_file
 from tests.lake.publish import iceberg_readers as readers
 
@@ -29,7 +29,7 @@ def published_state(catalog: Any, name: str = "db.t") -> tuple[list[int], set[st
 
 
 def live(table: LakeTable) -> set[str]:
-    return {table.storage.path(f.path) for f in table.snapshot().files}
+    return {iceberg_files.file_uri(table.storage, f.path) for f in table.snapshot().files}
 
 
 def changing(table: LakeTable) -> list[int]:
