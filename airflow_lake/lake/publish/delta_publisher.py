@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake import faults
 from airflow_lake.lake.errors import LakeError
-from airflow_lake.lake.format.log import LogEntry
+from airflow_lake.lake.format.log import LogEntry, LogEntryExpired
 from airflow_lake.lake.format.snapshots import TableState
 from airflow_lake.lake.publish import delta_actions, delta_checkpoint, delta_log, delta_schema
 from airflow_lake.lake.publish.visibility import FileOperations, visible
@@ -56,19 +56,20 @@ def publish(table: TableMetadata, upto: int | None = None) -> DeltaPublished:
     started = time.monotonic()
     storage = table.storage
     head = table.commit_log.head() if upto is None else upto
-    done = delta_log.published_upto(storage, head)
+    done, first_bytes = delta_log.newest(storage, head)
+    latest = table.state(head)
     if done >= 0:
-        _check_ours(table, done)
+        _check_ours(table, done, latest.table_id, first_bytes)
     if done >= head:
         return DeltaPublished(done, 0, time.monotonic() - started)
-    start = table.commit_log.start()
+    # (after a commit only its own entry is new, and it exists: the log's start is looked up only to catch up more)
+    start = table.commit_log.start() if done + 1 < head else 0
     if done + 1 < start:  # the entries after `done` have expired: the Delta log starts again at a checkpoint
         at_start = table.state(start)
         _checkpoint(table, at_start, FileOperations(table, at_start))
         log.info("Delta log of %s starts at a checkpoint of version %d: our entries %d to %d have expired",
                  table.url, start, done + 1, start - 1)
         done = start
-    latest = table.state(head)
     operations = FileOperations(table, latest)
     specs = _Specs(table, latest)
     interval = int(table.spec.float_property("checkpoint.interval"))
@@ -133,31 +134,35 @@ def expire(table: TableMetadata, start: int) -> int:
     return deleted
 
 
-def _check_ours(table: TableMetadata, version: int) -> None:
-    """Version `version` of the Delta log must publish our entry `version` (it names the same instant): a
-    `_delta_log/` this table did not write (left by a table that was deleted without it, or a Delta table's own) is
-    never taken for ours nor continued, where other engines would read the other table's rows. (A version older
-    than our log's start, or one only a checkpoint holds, is not checked: our entry or its commitInfo is gone.)"""
-    if version < table.commit_log.start():
-        return
-    rel = delta_log.version_file(version)
+def _check_ours(table: TableMetadata, version: int, table_id: str | None, data: bytes | None = None) -> None:
+    """Version `version` of the Delta log must publish our entry `version`: a `_delta_log/` this table did not write
+    (left by a table that was deleted without it, or a Delta table's own) is never taken for ours nor continued, where
+    other engines would read the other table's rows. Judged by the table id every version records (no request to our
+    log), or for a table without one by the instant (one log read). A version only a checkpoint holds, or older than
+    our log's start, is not checked: its commitInfo or our entry is gone."""
     try:
-        first = json.loads(table.storage.read_bytes(rel).split(b"\n", 1)[0])
+        raw = table.storage.read_bytes(delta_log.version_file(version)) if data is None else data
     except FileNotFoundError:
         return  # the log starts at a checkpoint there (`delta_checkpoint.py`)
-    except ValueError:
-        first = None
     try:
-        instant = first["commitInfo"]["airflowLake"]["instant"]  # type: ignore[index]
-    except (KeyError, TypeError):
-        instant = None
-    ours = table.commit_log.read(version).instant
-    if instant != ours:
-        raise LakeError(f"{table.url}: the Delta log there is not this table's: its version {version} "
-                        f"{'publishes instant ' + repr(instant) if instant else 'was not written by airflow-lake'}, "
-                        f"our log entry {version} is instant {ours!r} (a `_delta_log` left by a table deleted without "
-                        "it, or another Delta table's). Other engines read that log, not this table. Fix: check "
-                        f"what it is, move `{table.url.rstrip('/')}/{delta_log.DELTA_LOG}` away, then run "
+        info = json.loads(raw.split(b"\n", 1)[0])["commitInfo"]["airflowLake"]
+        published = info.get("table") if table_id else info["instant"]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        info, published = None, None
+    if table_id:
+        ours: str | None = table_id
+    else:
+        try:
+            ours = table.commit_log.read(version).instant
+        except LogEntryExpired:
+            return
+    if published != ours:
+        what, mine = ("table", "id") if table_id else ("instant", "entry")
+        found = f"publishes {what} {published!r}" if info else "was not written by airflow-lake"
+        raise LakeError(f"{table.url}: the Delta log there is not this table's: its version {version} {found}, this "
+                        f"table's {mine} is {ours!r} (a `_delta_log` left by a table deleted without it, or another "
+                        "Delta table's). Other engines read that log, not this table. Fix: check what it is, move "
+                        f"`{table.url.rstrip('/')}/{delta_log.DELTA_LOG}` away, then run "
                         f"`airflow-lake publish {table.url}`.")
 
 
@@ -191,7 +196,7 @@ def _actions(table: TableMetadata, entry: LogEntry, spec: TableSpec, operations:
     """The actions of `entry`'s version (`spec`: the spec after it). A removed file is named by its path alone: a
     `remove` of a file another engine never saw (a primary-key table's delta file) is a tombstone readers skip."""
     completed_ms = int(entry.completed_at * 1000)
-    actions: list[dict[str, Any]] = [{"commitInfo": _commit_info(entry, completed_ms)}]
+    actions: list[dict[str, Any]] = [{"commitInfo": _commit_info(entry, completed_ms, latest.table_id)}]
     if entry.seq == 0 or "spec" in entry.metadata:
         protocol, metadata = _spec_actions(table, spec, latest.table_id)
         actions += [{"protocol": protocol}, {"metaData": metadata}]
@@ -205,11 +210,11 @@ def _actions(table: TableMetadata, entry: LogEntry, spec: TableSpec, operations:
     return actions
 
 
-def _commit_info(entry: LogEntry, completed_ms: int) -> dict[str, Any]:
+def _commit_info(entry: LogEntry, completed_ms: int, table_id: str | None) -> dict[str, Any]:
     # `txnId` (as Delta's writers record one) makes each publisher's bytes its own: a store's create whose answer
     # was lost is judged by reading the key back (`stores.create`), and two publishers' identical bytes would each
     # count as their own
     return {"timestamp": completed_ms, "operation": entry.operation.upper(), "operationParameters": {},
             "engineInfo": ENGINE, "isBlindAppend": False, "txnId": str(uuid.uuid4()),
             "airflowLake": {"seq": entry.seq, "instant": entry.instant, "action": entry.action,
-                            "operation": entry.operation}}
+                            "operation": entry.operation, **({"table": table_id} if table_id else {})}}

@@ -261,7 +261,7 @@ def test_a_delta_log_left_by_another_table_is_never_continued(tmp_path: Path, ca
     table = make_table(old.url)
     commit(table, [7])
     assert "not this table's" in caplog.text  # each commit logs it (a commit never fails for its publish)
-    with pytest.raises(LakeError, match=r"version 1 publishes instant .*move .*_delta_log.* away"):
+    with pytest.raises(LakeError, match=r"version 1 publishes table .*move .*_delta_log.* away"):
         table.publish()
     shutil.move(str(Path(table.url, delta_log.DELTA_LOG)), str(tmp_path / "old_delta_log"))
     done = table.publish()

@@ -34,7 +34,7 @@ def test_a_spark_write_to_a_store_without_its_connector_fails_clearly_and_change
     assert reopened.commit_log.head() == 1 and reopened.commit_log.read(1).action == "rollback"
     assert reopened.snapshot().files == ()
     keys = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False).find(s3_root)
-    assert [k for k in keys if "/_lake/" not in k] == []  # no data file
+    assert [k for k in keys if "/_lake/" not in k and "/_delta_log/" not in k] == []  # no data file
 
 
 @pytest.mark.parametrize("bucketed", [False, True], ids=["plain", "bucketed"])
