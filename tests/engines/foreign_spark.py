@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.engines.fetched import require, run_fetch
 
 ROOT = Path(__file__).resolve().parents[2]
 FETCH = ROOT / ".ci" / "fetch_jars"
@@ -82,15 +82,7 @@ class SqlResult:
 @functools.cache
 def _fetched() -> tuple[Path | None, str]:
     """(the jars' directory, "") once .ci/fetch_jars succeeded; (None, why) if it could not."""
-    try:
-        done = subprocess.run(["bash", str(FETCH)], capture_output=True, text=True, timeout=FETCH_TIMEOUT,
-                              check=False, cwd=ROOT)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return None, f".ci/fetch_jars did not finish: {err}"
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        return None, f".ci/fetch_jars failed ({done.returncode}): {done.stderr[-STDERR_TAIL:]}"
-    return Path(lines[-1]), ""
+    return run_fetch(FETCH, FETCH_TIMEOUT)
 
 
 def jars_dir() -> Path | None:
@@ -110,13 +102,7 @@ def unavailable_reason() -> str:
 
 def require_foreign_spark() -> Path:
     """The jars' directory; else skip the test, or fail it under CI=true (CI fetches them: a skip would hide it)."""
-    root = jars_dir()
-    if root is None:
-        message = f"Spark without airflow-lake cannot run: {unavailable_reason()}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return root
+    return require(jars_dir(), unavailable_reason(), "Spark without airflow-lake")
 
 
 def jdbc_url(catalog_uri: str) -> str:

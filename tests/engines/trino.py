@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-import pytest
+from tests.engines.fetched import require, run_fetch
 
 ROOT = Path(__file__).resolve().parents[2]
 FETCH = ROOT / ".ci" / "fetch_trino"
@@ -53,29 +53,16 @@ class TrinoError(RuntimeError):
 @functools.cache
 def _fetched() -> tuple[Path | None, str]:
     """(the server's directory, "") once .ci/fetch_trino succeeded; (None, why) if it could not."""
-    try:
-        done = subprocess.run(["bash", str(FETCH)], capture_output=True, text=True, timeout=FETCH_TIMEOUT,
-                              check=False, cwd=ROOT)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return None, f".ci/fetch_trino did not finish: {err}"
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        return None, f".ci/fetch_trino failed ({done.returncode}): {done.stderr[-STDERR_TAIL:]}"
+    server, why = run_fetch(FETCH, FETCH_TIMEOUT)
     java = Path(JAVA_HOME, "bin", "java")
-    if not java.exists():  # (fetched before, on a machine that had it)
+    if server is not None and not java.exists():  # (fetched before, on a machine that had it)
         return None, f"Trino needs Java 24 or newer: no {java} (set TRINO_JAVA_HOME)"
-    return Path(lines[-1]), ""
+    return server, why
 
 
 def require_trino() -> Path:
     """The server's directory; else skip the test, or fail it under CI=true (CI fetches it: a skip would hide it)."""
-    server = _fetched()[0]
-    if server is None:
-        message = f"Trino cannot run: {_fetched()[1]}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return server
+    return require(*_fetched(), "Trino")
 
 
 def _free_port() -> int:

@@ -7,13 +7,9 @@ no file."""
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import shutil
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -21,11 +17,10 @@ from pyspark.sql import SparkSession
 from airflow_lake.lake.table import LakeTable
 from tests.engines.trino import TrinoError, TrinoServer, require_trino
 from tests.lake.publish import iceberg_readers
+from tests.lake.publish.walked_table import DAY1, SCHEMA, bag, walk
 
 pytestmark = pytest.mark.slow  # starts a Trino server
 
-SCHEMA = "id BIGINT, name STRING, amount BIGINT, dt DATE"
-DAY1, DAY2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
 
 
 @pytest.fixture(scope="module")
@@ -36,32 +31,11 @@ def trino(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrinoServer]:
         yield server
 
 
-def bag(rows: list[dict[str, Any]]) -> Counter[str]:
-    """Rows as a multiset, values as Trino's JSON sends them (dates as ISO text)."""
-    return Counter(json.dumps({k: (v.isoformat() if isinstance(v, dt.date) else v) for k, v in r.items()},
-                              sort_keys=True) for r in rows)
-
-
 def test_trino_reads_the_delta_log_and_the_iceberg_catalog_at_every_version(
         spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trino: TrinoServer) -> None:
-    catalog = iceberg_readers.configure(monkeypatch, tmp_path)
-    path = str(tmp_path / "t")
-    table = LakeTable.create(path, {"schema": SCHEMA, "partition_by": ["dt"],
-                                    "properties": iceberg_readers.properties()})
-    rows = [(i, f"n{i}", i * 10, DAY1 if i % 2 else DAY2) for i in range(8)]
-    table.write(spark.createDataFrame(rows, SCHEMA))
-    table.write(spark.createDataFrame([(100, "late", 1, DAY1)], SCHEMA))
-    table.write(spark.createDataFrame([(7, "again", 70, DAY1)], SCHEMA), mode="overwrite",
-                partitions=[{"dt": "2024-01-01"}])
-    for data_file in table.snapshot().files:  # strays: a copy of each live file under a new name
-        source = Path(path) / data_file.path
-        shutil.copy(source, source.with_name("stray-" + source.name))
-    table.delete(spark, where="id = 2")
-    table.alter_table([{"rename": "name", "to": "label"}])
-    table.write(spark.createDataFrame([(200, "renamed", 2, DAY2)], "id BIGINT, label STRING, amount BIGINT, dt DATE"))
-    table.restore(to_seq=2)
-    head = table.commit_log.head()
-    versions = list(range(1, head + 1))
+    walked = walk(spark, tmp_path, monkeypatch)
+    table, catalog, versions, head = walked.table, walked.catalog, walked.versions, walked.head
+    path = table.url
 
     trino.add_delta_catalog("delta_reads", tmp_path / "trino-metastore")
     trino.register_delta_table("delta_reads", "lake", "t", Path(path).as_uri())
