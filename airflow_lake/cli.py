@@ -17,6 +17,7 @@
     airflow-lake publish PATH [PATH ...] [--json]  (catch tables up with their Delta Lake log, for other engines;
                                                     every table under a root; also the first time: cli_publish.py)
     airflow-lake connect-server [--port 15002] [--master local[2]] [--json]   (a Spark Connect server for lake tasks)
+    airflow-lake jars s3|gcs|azure [--json]          (Spark's connector jars for a store, fetched once: store_jars.py)
 
 It works on metadata (the commit log, checkpoints and pending instants), so it needs neither Spark nor Airflow.
 Every path may be a table URL on an object store instead (`airflow-lake ls s3://bucket/lake`, `airflow-lake show
@@ -45,7 +46,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from airflow_lake import cli_format as fmt
-from airflow_lake import connect_server
+from airflow_lake import connect_server, store_jars
 from airflow_lake.cli_delete import add_delete_parser, delete_data, render_delete
 from airflow_lake.cli_publish import add_publish_parser, failure_line, publish_data, render_publish
 from airflow_lake.lake.errors import LakeError, LakeSpecError
@@ -169,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     connect_server.add_arguments(server)
     server.add_argument("--json", action="store_true", help="print the server's address as one JSON document; "
                         "the server's own output then goes to stderr")
+    store_jars.add_arguments(commands.add_parser(
+        "jars", help="fetch (once, with mvn, into your cache) the jars Spark needs for tables on a store; prints "
+        "them comma-separated for --jars"))
     return parser
 
 
@@ -352,6 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else EXIT_ERROR
     if args.command == "connect-server":
         return _connect_server(args)
+    if args.command == "jars":
+        return _jars(args)
     if args.command in RENAMED_COMMANDS:
         old, args.command = args.command, RENAMED_COMMANDS[args.command]
         print(f"{PROG}: `{PROG} {old}` is deprecated; use `{PROG} {args.command}` (same arguments).",
@@ -412,6 +418,15 @@ def _emit(text: str) -> None:
         print(text, flush=True)
     except BrokenPipeError:  # e.g. `| head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _jars(args: argparse.Namespace) -> int:
+    try:
+        data = store_jars.run(args)
+    except (store_jars.JarsError, OSError) as err:
+        return _fail(str(err), args.json)
+    _emit(json.dumps(data, indent=2) if args.json else str(data["spark_jars"]))
+    return EXIT_OK
 
 
 def _connect_server(args: argparse.Namespace) -> int:

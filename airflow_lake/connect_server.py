@@ -20,11 +20,13 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
 
 
-def server_command(port: int, host: str, master: str, conf: Sequence[str] = ()) -> list[str]:
-    """The spark-submit command line of a Spark Connect server."""
+def server_command(port: int, host: str, master: str, conf: Sequence[str] = (), jars: str = "") -> list[str]:
+    """The spark-submit command line of a Spark Connect server (`jars`: comma-separated, for `--jars`)."""
     command = [spark_submit(), "--class", SERVER_CLASS, "--master", master, "--name", "airflow-lake connect server",
                "--conf", f"spark.connect.grpc.binding.port={port}",
                "--conf", f"spark.connect.grpc.binding.address={host}"]
+    if jars:
+        command += ["--jars", jars]
     for item in conf:
         command += ["--conf", item]
     return [*command, "spark-internal"]
@@ -61,11 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="address to listen on (default 127.0.0.1; 0.0.0.0 in a container)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2]; e.g. spark://h:7077)")
     parser.add_argument("--conf", action="append", type=_conf, default=[], help="a Spark setting KEY=VALUE")
+    parser.add_argument("--jars", default="", help="jars for the server, comma-separated (e.g. a store's connector: "
+                        "--jars \"$(airflow-lake jars s3)\")")
 
 
 def run(args: argparse.Namespace) -> int:
     """Replace this process with the server (so its PID is the server's, for whoever stops it)."""
-    command = server_command(args.port, args.host, args.master, args.conf)
+    command = server_command(args.port, args.host, args.master, args.conf, args.jars)
     print(f"airflow-lake: Spark Connect server on sc://{args.host}:{args.port} (master {args.master})", flush=True)
     os.execve(command[0], command, server_environment())
     return 0  # pragma: no cover - execve does not return

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.airflow_stack import free_port
@@ -18,11 +19,12 @@ from tests.airflow_stack import free_port
 class ConnectServer:
     """`start()` it, use `url`, `stop()` it (by PID)."""
 
-    def __init__(self, log: Path, master: str = "local[2]") -> None:
+    def __init__(self, log: Path, master: str = "local[2]", extra: Sequence[str] = ()) -> None:
         self.port = free_port()
         self.url = f"sc://127.0.0.1:{self.port}"
         self.log = log
         self.master = master
+        self.extra = list(extra)  # more arguments of `airflow-lake connect-server` (--jars, --conf)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 180) -> ConnectServer:
@@ -33,7 +35,7 @@ class ConnectServer:
         # and 313).
         command = [sys.executable, "-m", "airflow_lake.cli", "connect-server", "--port", str(self.port),
                    "--master", self.master, "--conf", "spark.ui.enabled=false",
-                   "--conf", "spark.sql.shuffle.partitions=4"]
+                   "--conf", "spark.sql.shuffle.partitions=4", *self.extra]
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout

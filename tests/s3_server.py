@@ -64,7 +64,9 @@ def kind_of(key: str) -> str:
 
 class RequestCounter:
     """Requests the server answered, per (method, kind); a LIST is a GET of the bucket with `list-type`, a
-    BATCH_DELETE a POST of the bucket with `delete`. Thread-safe: the server answers on many threads."""
+    BATCH_DELETE a POST of the bucket with `delete`, a COPY a PUT with `x-amz-copy-source` (CopyObject or
+    UploadPartCopy: how Hadoop's S3A connector renames, so a count of 0 proves a write renamed nothing).
+    Thread-safe: the server answers on many threads."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -72,8 +74,9 @@ class RequestCounter:
         self._statuses: collections.Counter[tuple[str, str, int]] = collections.Counter()
         self.recent: collections.deque[tuple[str, str, int]] = collections.deque(maxlen=20_000)
 
-    def record(self, method: str, path: str, query: str, status: int) -> None:
-        """Count one answered request (`path` is the WSGI PATH_INFO: /bucket/key, path-style)."""
+    def record(self, method: str, path: str, query: str, status: int, *, copy: bool = False) -> None:
+        """Count one answered request (`path` is the WSGI PATH_INFO: /bucket/key, path-style; `copy`: it carried
+        `x-amz-copy-source`)."""
         bucket_and_key = unquote(path).lstrip("/")
         key = bucket_and_key.split("/", 1)[1] if "/" in bucket_and_key else ""
         params = parse_qs(query, keep_blank_values=True)
@@ -82,6 +85,8 @@ class RequestCounter:
             label, key = "LIST", params.get("prefix", [""])[0]
         elif not key and method == "POST" and "delete" in params:
             label = "BATCH_DELETE"
+        elif copy and method == "PUT":
+            label = "COPY"
         kind = kind_of(key)
         with self._lock:
             self._counts[(label, kind)] += 1
@@ -266,7 +271,8 @@ def _start_server(counter: RequestCounter, controls: ServerControls) -> Any:
             def counted(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
                 def start(status: str, headers: Any, *rest: Any) -> Any:
                     counter.record(environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", ""),
-                                   environ.get("QUERY_STRING", ""), int(status.split(" ", 1)[0]))
+                                   environ.get("QUERY_STRING", ""), int(status.split(" ", 1)[0]),
+                                   copy="HTTP_X_AMZ_COPY_SOURCE" in environ)
                     return start_response(status, headers, *rest)
                 answer: Iterable[bytes] = app(environ, start)
                 if getattr(controls.dropping, "connection", False):  # `ServerControls.lose_answer(how="reset")`

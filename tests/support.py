@@ -30,17 +30,19 @@ def write_source(path: Path, ids: Sequence[int], dt: str | Sequence[str], value:
     return str(path)
 
 
-def submit_command(operation: str, spec: Mapping[str, Any], master: str = "local[2]") -> list[str]:
-    """The spark-submit command line of the runner."""
+def submit_command(operation: str, spec: Mapping[str, Any], master: str = "local[2]", *,
+                   extra: Sequence[str] = ()) -> list[str]:
+    """The spark-submit command line of the runner (`extra`: more spark-submit arguments, e.g. --jars, --conf)."""
     return [SPARK_SUBMIT, "--master", master, "--conf", "spark.ui.enabled=false",
-            "--conf", "spark.sql.shuffle.partitions=4", ENTRY_POINT, operation, "--spec", json.dumps(spec)]
+            "--conf", "spark.sql.shuffle.partitions=4", *extra, ENTRY_POINT, operation, "--spec", json.dumps(spec)]
 
 
 def start_submit(operation: str, spec: Mapping[str, Any], env: Mapping[str, str] | None = None,
-                 master: str = "local[2]", log: Path | None = None) -> subprocess.Popen[bytes]:
+                 master: str = "local[2]", log: Path | None = None, *,
+                 extra: Sequence[str] = ()) -> subprocess.Popen[bytes]:
     """Start the runner under spark-submit in its own process group (so a test can kill all of it)."""
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115  (closed with the process)
-    return subprocess.Popen(submit_command(operation, spec, master), env={**os.environ, **(env or {})},
+    return subprocess.Popen(submit_command(operation, spec, master, extra=extra), env={**os.environ, **(env or {})},
                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
