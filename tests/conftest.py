@@ -17,6 +17,7 @@ from tests.s3_server import s3_root, s3_server  # noqa: F401  (fixtures: an S3 s
 
 if TYPE_CHECKING:
     from tests.connect_server import ConnectServer
+    from tests.s3_server import S3Server
 
 # Set before pyspark or airflow is imported anywhere in the run.
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -123,6 +124,20 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
     from tests.connect_server import ConnectServer
 
     server = ConnectServer(tmp_path_factory.mktemp("connect-server") / "server.log").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_connect_server(s3_server: S3Server,  # noqa: F811  (the fixture imported above)
+                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Spark Connect server (local[2]) whose Spark reaches the S3 server: the S3 connector's jars (`airflow-lake jars
+    s3`) and S3A's settings for it (`tests/store_spark.py`); skipped without the jars, failed under CI=true."""
+    from tests.connect_server import ConnectServer
+    from tests.store_spark import conf_args, jars, s3a_conf
+
+    extra = ["--jars", jars("s3"), *conf_args(s3a_conf(s3_server))]
+    server = ConnectServer(tmp_path_factory.mktemp("s3-connect-server") / "server.log", extra=extra).start()
     yield server
     server.stop()
 
