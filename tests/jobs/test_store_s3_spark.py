@@ -22,6 +22,7 @@ import pytest
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.jobs.protocol import RESULT_PREFIX
 from airflow_lake.jobs.registry import get
+from airflow_lake.jobs.runner import run
 from airflow_lake.lake import LakeTable
 from airflow_lake.lake.spark.plan_text import plan_text, shuffles
 from tests.connect_server import ConnectServer
@@ -118,8 +119,9 @@ def lake(s3_server: S3Server, s3_connect_server: ConnectServer,
 
 
 @pytest.fixture(scope="module")
-def remote(s3_connect_server: ConnectServer, lake: dict[str, Any]) -> Iterator[Any]:
-    """A Spark Connect client session of the S3 server's Connect server (after the chains: one session at a time)."""
+def remote(s3_connect_server: ConnectServer) -> Iterator[Any]:
+    """A Spark Connect client session of the S3 server's Connect server (the tests ask for it after `lake`: the
+    chains' sessions come and go before it opens)."""
     from pyspark.sql import SparkSession
 
     session = SparkSession.builder.remote(s3_connect_server.url).getOrCreate()
@@ -136,7 +138,9 @@ def test_every_operation_on_s3_gives_the_same_tables_and_metrics_by_spark_submit
     assert by_op["bucket_rewrite"]["files_added"] == 8  # 2 days x 4 buckets
     assert by_op["delete"]["rows_deleted"] > 0
     assert by_op["remove_orphan_files"]["orphans_found"] == 1  # the stray file; the committer left nothing
-    # S3A renames by copying: no write of any operation, by either path, copied an object
+    # S3A renames by copying: no write of any operation, by either path, copied an object; the data files went
+    # up as multipart uploads completed at job commit (the magic committer: POSTs)
+    assert lake["copies"][("POST", "data")] > 0, lake["copies"]
     assert lake["copies"][("COPY", "data")] == 0, lake["copies"]
     assert sum(n for (method, _), n in lake["copies"].items() if method == "COPY") == 0, lake["copies"]
     root = lake["root"]
@@ -173,3 +177,18 @@ def test_reads_on_s3_prune_buckets_join_without_a_shuffle_and_skip_files(lake: d
     skipped = events.read(remote, as_of=2, filters=[("id", ">=", 600)])
     assert {f.rsplit("/", 1)[-1] for f in skipped.inputFiles()} == {f.path.rsplit("/", 1)[-1] for f in scan.files}
     assert skipped.count() == 600
+
+
+def test_file_sources_on_s3_are_read_through_s3a_however_spelled(s3_server: S3Server, remote: Any) -> None:
+    import s3fs
+
+    root = f"{s3_server.url}/sources-{os.getpid()}"
+    fs = s3fs.S3FileSystem()
+    fs.pipe_file(f"{root}/src/a.csv", b"id,dt,v\n1,a,1.5\n2,b,2.5\n")
+    fs.pipe_file(f"{root}/src/b.json", b'{"id": 3, "dt": "a", "v": 3.5}\n')
+    table = f"{root}/t"
+    run(remote, "create_table", {"table": table, "schema": "id BIGINT, dt STRING, v DOUBLE"})
+    # as the table is spelled (s3://) and as Spark users spell it (s3a://): Spark reads both through S3A
+    for path, fmt in ((f"{root}/src/a.csv", "csv"), (f"s3a{root[2:]}/src/b.json", "json")):
+        assert run(remote, "write", {"table": table, "source": {"path": path, "format": fmt}})["rows_added"] > 0
+    assert sorted(r["id"] for r in LakeTable.open(table).read(remote).collect()) == [1, 2, 3]
