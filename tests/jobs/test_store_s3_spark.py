@@ -31,7 +31,7 @@ from tests.lake.upsert.oracle import as_strings, bdci_expected
 from tests.op_chains import TABLES, Step, bdci_batches, chains, run_chain, stable, table_state
 from tests.s3_server import S3Server
 from tests.store_spark import conf_args, jars, s3a_conf
-from tests.support import SPARK_SUBMIT
+from tests.support import app_command
 
 pytestmark = pytest.mark.slow
 
@@ -92,9 +92,8 @@ def lake(s3_server: S3Server, s3_connect_server: ConnectServer,
     (work / "steps.json").write_text(json.dumps(steps))
     mark = s3_server.counter.mark()
     started = time.monotonic()
-    command = [SPARK_SUBMIT, "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-               "--conf", "spark.sql.shuffle.partitions=4", "--jars", jars("s3"), *conf_args(s3a_conf(s3_server)),
-               BATCH, str(work / "steps.json")]
+    command = app_command(BATCH, [str(work / "steps.json")], extra=["--jars", jars("s3"),
+                                                                     *conf_args(s3a_conf(s3_server))])
     with open(work / "submit.log", "wb") as log:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
         try:
