@@ -3,8 +3,9 @@ the data files on a real S3-protocol server (`tests/s3_server.py`): through spar
 Spark Connect, the same tables and metrics, and not one rename (S3A renames by copying: the server counts the
 copies). Reads stay what they are on local disk: bucket pruning, bucketed joins without a shuffle, file skipping.
 
-One Connect server (`s3_connect_server`) and one spark-submit run the whole chain (`tests/jobs/runner_batch.py`: the
-runner's command line once per operation, in one driver), at the same time."""
+One Connect server (`s3_connect_server`, LakeHook's Connect path: a session per operation) and one spark-submit
+(`tests/jobs/runner_batch.py`: the runner on one session, a RESULT line per operation) run the whole chain, at the
+same time."""
 
 from __future__ import annotations
 
