@@ -33,8 +33,14 @@ def write_source(path: Path, ids: Sequence[int], dt: str | Sequence[str], value:
 def submit_command(operation: str, spec: Mapping[str, Any], master: str = "local[2]", *,
                    extra: Sequence[str] = ()) -> list[str]:
     """The spark-submit command line of the runner (`extra`: more spark-submit arguments, e.g. --jars, --conf)."""
+    return app_command(ENTRY_POINT, [operation, "--spec", json.dumps(spec)], master, extra=extra)
+
+
+def app_command(application: str, args: Sequence[str], master: str = "local[2]", *,
+                extra: Sequence[str] = ()) -> list[str]:
+    """The spark-submit command line of a Python application, with the tests' Spark settings."""
     return [SPARK_SUBMIT, "--master", master, "--conf", "spark.ui.enabled=false",
-            "--conf", "spark.sql.shuffle.partitions=4", *extra, ENTRY_POINT, operation, "--spec", json.dumps(spec)]
+            "--conf", "spark.sql.shuffle.partitions=4", *extra, application, *args]
 
 
 def start_submit(operation: str, spec: Mapping[str, Any], env: Mapping[str, str] | None = None,

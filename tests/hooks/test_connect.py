@@ -4,8 +4,6 @@ settings behave as the spark-submit path's do."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -15,83 +13,15 @@ import pyarrow.parquet as pq
 import pytest
 
 import airflow_lake
-from airflow_lake.datagen import bdci
 from airflow_lake.exceptions import LakeJobError
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.lake import LakeSpecError, LakeTable
 from airflow_lake.lake.format.instants import pending
 from tests.lake.upsert.oracle import as_strings, bdci_expected
+from tests.op_chains import bdci_batches, chains, run_chain, table_state
 from tests.support import write_source
 
 pytestmark = pytest.mark.slow
-
-Submit = Callable[[str, dict[str, Any]], dict[str, Any]]
-# metrics that name where or when, not what: they differ between any two runs
-VOLATILE = ("instant", "request_id", "table", "plan_id", "seconds", "started", "completed", "path", "file_names")
-
-
-def events_source(path: Path, start: int, rows: int) -> str:
-    ids = list(range(start, start + rows))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "x": pa.array([(i * 7919) % 1000 for i in ids]),
-                             "y": [float((i * 104729) % 997) for i in ids],
-                             "dt": ["d1" if i % 3 else "d2" for i in ids]}), path)
-    return str(path)
-
-
-def chains(root: Path, data: Path) -> list[list[tuple[str, dict[str, Any]]]]:
-    """Every Spark operation (and the metadata ones between them) on three tables, as two independent chains."""
-    events, daily, users = str(root / "events"), str(root / "daily"), str(root / "users")
-    batches = bdci_batches(data)
-    tables = [
-        ("create_table", {"table": events, "schema": "id BIGINT, x BIGINT, y DOUBLE, dt STRING",
-                          "partition_by": ["dt"]}),
-        ("write", {"table": events, "source": {"path": events_source(data / "a.parquet", 0, 600)}}),
-        ("write", {"table": events, "source": {"path": events_source(data / "b.parquet", 600, 600)}}),
-        ("write", {"table": events, "mode": "overwrite", "partitions": [{"dt": "d2"}], "source": {
-            "query": "SELECT id, x, y + 1 AS y, dt FROM e WHERE dt = 'd2'", "tables": {"e": events}}}),
-        ("schedule_clustering", {"table": events, "layout": "ZORDER", "sort_columns": ["x", "y"], "min_commits": 1,
-                                 "small_file_limit_bytes": 10**12, "max_bytes_per_group": 10**12}),
-        ("execute_clustering", {"table": events}),
-        ("bucket_rewrite", {"table": events, "bucket": {"columns": ["id"], "count": 4, "sort_columns": ["id"]}}),
-        ("create_table", {"table": daily, "schema": "id BIGINT, total DOUBLE, n BIGINT",
-                          "bucket": {"columns": ["id"], "count": 4, "sort_columns": ["id"]}}),
-        # a bucketed read grouped by its bucket key into a table bucketed the same way: no shuffle at all
-        ("write", {"table": daily, "max_exchanges": 0, "source": {
-            "query": "SELECT id, sum(y) AS total, count(*) AS n FROM e GROUP BY id", "tables": {"e": events}}}),
-        ("clean", {"table": events}),
-    ]
-    upserts = [
-        ("create_table", {"table": users, **bdci.table_spec(4)}),
-        *[("versioned_upsert", {"table": users, "source": {"path": str(batches[v])}, "version": v}) for v in (2, 0)],
-        ("compact_upserts", {"table": users}),
-        ("versioned_upsert", {"table": users, "source": {"path": str(batches[1])}, "version": 1}),  # late, lower
-    ]
-    return [tables, upserts]
-
-
-def bdci_batches(data: Path) -> list[Path]:
-    if not (data / "bdci").exists():
-        return bdci.generate(data / "bdci", 400, keys=300)
-    return sorted((data / "bdci").glob("*.parquet"), key=lambda p: int(p.stem.split("-")[-1]))
-
-
-def run_chain(submit: Submit, chain: list[tuple[str, dict[str, Any]]], name: str) -> list[dict[str, Any]]:
-    """Run the steps in order; the metrics of each, without what names where or when."""
-    out = []
-    for index, (operation, spec) in enumerate(chain):
-        metrics = submit(operation, {**spec, "request_id": f"{name}/{index}"})
-        out.append({"operation": operation, **{k: v for k, v in metrics.items()
-                                               if not any(word in k for word in VOLATILE)}})
-    return out
-
-
-def table_state(spark: Any, path: str) -> dict[str, Any]:
-    """Rows (sorted) and file layout (partition, bucket, rows) of a table's latest snapshot."""
-    table = LakeTable.open(path)
-    rows = sorted(json.dumps(r.asDict(), sort_keys=True, default=str) for r in table.read(spark).collect())
-    files = sorted((json.dumps(f.partition, sort_keys=True), f.bucket, f.rows) for f in table.snapshot().files)
-    return {"rows": rows, "files": files, "head": table.commit_log.head()}
 
 
 def test_every_operation_gives_the_same_tables_and_metrics_as_over_spark_submit(

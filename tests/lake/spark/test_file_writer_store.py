@@ -1,7 +1,10 @@
-"""The data path on an object store (a real S3-protocol server, `tests/s3_server.py`). Spark cannot reach a store
-here (the pip package has no Hadoop S3 connector), so:
+"""The data path on an object store (a real S3-protocol server, `tests/s3_server.py`) with this suite's own `spark`
+fixture, which has no Hadoop S3 connector (the pip package ships none; `airflow-lake jars s3` fetches it, and
+tests/jobs/test_store_s3_spark.py runs every operation with it on the same server, by spark-submit and over Spark
+Connect). Here:
 
-- a Spark write to a store table fails with the fix named (the connector), and the table stays as it was;
+- a Spark write to a store table from a session without the connector (what a user's Spark without the jars
+  is) fails with the fix named (the connector), and the table stays as it was;
 - what the writer does after Spark wrote — list its write directories, check, read the footers, delete Spark's
   leftovers — runs on the store against the files a real Spark write produced, and gives exactly the data files
   (paths, rows, buckets, partition values, stats) it gives on local disk."""
