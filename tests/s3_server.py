@@ -21,6 +21,7 @@ processes it starts reach it) and `s3_root` (a fresh `s3://<bucket>/<prefix>` pe
 from __future__ import annotations
 
 import collections
+import datetime
 import logging
 import socket
 import threading
@@ -40,6 +41,11 @@ CONFLICT_BODY = (
     '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>ConditionalRequestConflict</Code><Message>A conflicting '
     "conditional operation is currently in progress against this resource. Try again.</Message><RequestId>"
     "tests</RequestId></Error>"
+)
+
+SLOW_DOWN_BODY = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code><Message>Please reduce your request rate.'
+    "</Message><RequestId>tests</RequestId></Error>"
 )
 
 INTERNAL_ERROR_BODY = (
@@ -111,6 +117,26 @@ class RequestCounter:
 
 
 @dataclass
+class Hold:
+    """Requests stopped on arrival (`ServerControls.hold`): `reached` is set at the first, `requests` lists them
+    (method, bucket-relative key)."""
+
+    match: Callable[[str, str, dict[str, list[str]]], bool]
+    reached: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+    requests: list[tuple[str, str]] = field(default_factory=list)
+
+    def wait(self, proc: Any, timeout: float = 180) -> None:
+        """Wait until a request was held; fail early if `proc` (a subprocess.Popen) ends first."""
+        deadline = time.monotonic() + timeout
+        while not self.reached.wait(0.05):
+            if proc.poll() is not None:
+                raise AssertionError(f"process ended with {proc.returncode} before a request was held")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no request was held within {timeout} s")
+
+
+@dataclass
 class ServerControls:
     """The server-side switches: the lock that makes a conditional PUT atomic, a widened window between moto's
     existence check and its store (to prove the lock), and injected 409 conflicts."""
@@ -124,7 +150,10 @@ class ServerControls:
     lost_answers: dict[str, str] = field(default_factory=dict)  # key prefix -> "500" or "reset", for one PUT
     answers_lost: list[str] = field(default_factory=list)  # keys whose PUT landed and whose answer was lost
     dropping: threading.local = field(default_factory=threading.local)  # per request thread: drop its connection
+    holds: list[Hold] = field(default_factory=list)  # requests to stop on arrival (`hold`)
+    in_flight: int = 0  # requests being answered now (`idle`)
     _conflicts_lock: threading.Lock = field(default_factory=threading.Lock)
+    _idle: threading.Condition = field(default_factory=threading.Condition)
 
     def unlocked(self) -> AbstractContextManager[None]:
         """Serve PUTs the way moto does by itself (check, then store, unlocked) — only to prove the lock."""
@@ -185,6 +214,44 @@ class ServerControls:
             self.answers_lost.append(key)
             return self.lost_answers.pop(prefix)
 
+    @contextmanager
+    def hold(self, match: Callable[[str, str, dict[str, list[str]]], bool]) -> Iterator[Hold]:
+        """Stop every request `match(method, key, query)` accepts on arrival, unanswered and unprocessed, until the
+        block ends; then each gets 503 SlowDown and nothing of it is stored. A test waits for `Hold.reached` to
+        know a client is at that step (and kills it there); after the block, `idle` waits for the rest."""
+        hold = Hold(match)
+        self.holds.append(hold)
+        try:
+            yield hold
+        finally:
+            self.holds.remove(hold)
+            hold.released.set()
+
+    def held(self, method: str, key: str, query: dict[str, list[str]]) -> bool:
+        """True if a hold took this request: it waited for the hold's end and must not reach moto."""
+        hold = next((h for h in list(self.holds) if h.match(method, key, query)), None)
+        if hold is None:
+            return False
+        hold.requests.append((method, key))
+        hold.reached.set()
+        hold.released.wait(timeout=600)
+        return True
+
+    def enter(self) -> None:
+        with self._idle:
+            self.in_flight += 1
+
+    def leave(self) -> None:
+        with self._idle:
+            self.in_flight -= 1
+            self._idle.notify_all()
+
+    def idle(self, timeout: float = 60) -> None:
+        """Wait until the server answers no request (those of a killed client included)."""
+        with self._idle:
+            if not self._idle.wait_for(lambda: self.in_flight == 0, timeout=timeout):
+                raise AssertionError(f"{self.in_flight} request(s) still in flight after {timeout} s")
+
     def delay_for(self, key: str) -> float:
         return max((s for p, s in self.slow_prefixes.items() if key.startswith(p)), default=0.0)
 
@@ -214,8 +281,10 @@ class S3Server:
 
 def _patch_moto(controls: ServerControls) -> Callable[[], None]:
     """Make moto's PutObject handler atomic (check + store under one lock), let it widen its window or answer a
-    409 on request; returns the function that undoes the patch."""
-    from moto.s3.models import S3Backend
+    409 on request, and list multipart uploads with the time each was initiated (moto's own listing gives every
+    upload one fixed date in 2010); returns the function that undoes the patch."""
+    from moto.core.responses import ActionResult
+    from moto.s3.models import FakeMultipart, S3Backend
     from moto.s3.responses import S3Response
     from werkzeug.datastructures import Headers
 
@@ -248,12 +317,33 @@ def _patch_moto(controls: ServerControls) -> Callable[[], None]:
             time.sleep(delay)  # moto checked If-None-Match already: a racing PUT slips in here unless locked
         return original_store(self, bucket_name, key_name, *args, **kwargs)
 
+    def start_upload(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_upload_init(self, *args, **kwargs)
+        self.initiated = datetime.datetime.now(datetime.UTC)
+
+    def list_uploads(self: Any) -> Any:
+        # moto answers every upload as initiated on 2010-11-10: S3 answers when it was, which age rules need
+        prefix = self.querystring.get("prefix", [""])[0]
+        uploads = [{"Key": u.key_name, "UploadId": u.id, "StorageClass": "STANDARD",
+                    "Initiated": getattr(u, "initiated", datetime.datetime.now(datetime.UTC))}
+                   for u in self.backend.list_multipart_uploads(self.bucket_name).values()
+                   if u.key_name.startswith(prefix)]
+        self.data["Action"] = "ListMultipartUploads"
+        return self.serialized(ActionResult({"Bucket": self.bucket_name, "KeyMarker": "", "UploadIdMarker": "",
+                                             "MaxUploads": 1000, "IsTruncated": False, "Uploads": uploads}))
+
+    original_upload_init = FakeMultipart.__init__
+    original_list_uploads = S3Response.list_multipart_uploads
     S3Response.put_object = put_object  # type: ignore[method-assign]
     S3Backend.put_object = store  # type: ignore[method-assign]
+    FakeMultipart.__init__ = start_upload  # type: ignore[method-assign]
+    S3Response.list_multipart_uploads = list_uploads  # type: ignore[method-assign]
 
     def undo() -> None:
         S3Response.put_object = original_handler  # type: ignore[method-assign]
         S3Backend.put_object = original_store  # type: ignore[method-assign]
+        FakeMultipart.__init__ = original_upload_init  # type: ignore[method-assign]
+        S3Response.list_multipart_uploads = original_list_uploads  # type: ignore[method-assign]
 
     return undo
 
@@ -269,11 +359,25 @@ def _start_server(counter: RequestCounter, controls: ServerControls) -> Any:
             app = DomainDispatcherApplication(create_backend_app)
 
             def counted(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+                controls.enter()
+                try:
+                    return serve_one(environ, start_response)
+                finally:
+                    controls.leave()
+
+            def serve_one(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
                 def start(status: str, headers: Any, *rest: Any) -> Any:
                     counter.record(environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", ""),
                                    environ.get("QUERY_STRING", ""), int(status.split(" ", 1)[0]),
                                    copy="HTTP_X_AMZ_COPY_SOURCE" in environ)
                     return start_response(status, headers, *rest)
+                if controls.holds:
+                    bucket_and_key = unquote(environ.get("PATH_INFO", "")).lstrip("/")
+                    key = bucket_and_key.split("/", 1)[1] if "/" in bucket_and_key else ""
+                    query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+                    if controls.held(environ.get("REQUEST_METHOD", ""), key, query):  # `ServerControls.hold`
+                        start("503 Service Unavailable", [("Content-Type", "application/xml")])
+                        return [SLOW_DOWN_BODY.encode()]
                 answer: Iterable[bytes] = app(environ, start)
                 if getattr(controls.dropping, "connection", False):  # `ServerControls.lose_answer(how="reset")`
                     controls.dropping.connection = False
