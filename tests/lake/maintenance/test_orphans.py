@@ -252,7 +252,7 @@ def test_runner_operation(table_path: str) -> None:
     assert dry == {"table": table.url, "operation": "remove_orphan_files", "orphans_found": 1, "staging_dirs_found": 0,
                    "orphan_bytes": 6, "files_deleted": 0, "staging_dirs_deleted": 0, "bytes_freed": 0,
                    "dry_run": True, "older_than_hours": 1.0, "paths": [orphan], "paths_truncated": False,
-                   "nested_tables_skipped": [],
+                   "nested_tables_skipped": [], "uploads_found": 0, "uploads_aborted": 0,
                    "published_seq": 0, "unpublished_commits": 0}  # (the runner adds where publishing stands)
     assert on_disk(table, orphan)
     done = run(None, "remove_orphan_files", {"table": table_path, "older_than_hours": 1, "force": True,
