@@ -78,11 +78,13 @@ class RequestCounter:
         self._lock = threading.Lock()
         self._counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self._statuses: collections.Counter[tuple[str, str, int]] = collections.Counter()
+        self._signed: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self.recent: collections.deque[tuple[str, str, int]] = collections.deque(maxlen=20_000)
 
-    def record(self, method: str, path: str, query: str, status: int, *, copy: bool = False) -> None:
+    def record(self, method: str, path: str, query: str, status: int, *, copy: bool = False,
+               access_key: str = "") -> None:
         """Count one answered request (`path` is the WSGI PATH_INFO: /bucket/key, path-style; `copy`: it carried
-        `x-amz-copy-source`)."""
+        `x-amz-copy-source`; `access_key`: the one that signed it, counted in `signed`)."""
         bucket_and_key = unquote(path).lstrip("/")
         key = bucket_and_key.split("/", 1)[1] if "/" in bucket_and_key else ""
         params = parse_qs(query, keep_blank_values=True)
@@ -97,6 +99,7 @@ class RequestCounter:
         with self._lock:
             self._counts[(label, kind)] += 1
             self._statuses[(label, kind, status)] += 1
+            self._signed[(access_key, label, kind)] += 1
             self.recent.append((label, key, status))
 
     def mark(self) -> collections.Counter[tuple[str, str]]:
@@ -109,6 +112,12 @@ class RequestCounter:
         now = self.mark()
         now.subtract(mark)
         return collections.Counter({k: v for k, v in now.items() if v > 0})
+
+    def signed(self) -> collections.Counter[tuple[str, str, str]]:
+        """Counts per (access key that signed the request, method, kind) so far (a copy): tells processes that
+        sign with different keys apart (a Spark driver and its executors)."""
+        with self._lock:
+            return collections.Counter(self._signed)
 
     def statuses(self) -> collections.Counter[tuple[str, str, int]]:
         """Counts per (method, kind, HTTP status) so far (a copy)."""
@@ -348,6 +357,12 @@ def _patch_moto(controls: ServerControls) -> Callable[[], None]:
     return undo
 
 
+def _access_key(authorization: str) -> str:
+    """The access key of a SigV4 Authorization header (`... Credential=<key>/<date>/...`), or ''."""
+    _, found, rest = authorization.partition("Credential=")
+    return rest.split("/", 1)[0] if found else ""
+
+
 def _start_server(counter: RequestCounter, controls: ServerControls) -> Any:
     """A ThreadedMotoServer on 127.0.0.1 and a free port whose WSGI app counts every request it answers."""
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
@@ -369,7 +384,8 @@ def _start_server(counter: RequestCounter, controls: ServerControls) -> Any:
                 def start(status: str, headers: Any, *rest: Any) -> Any:
                     counter.record(environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", ""),
                                    environ.get("QUERY_STRING", ""), int(status.split(" ", 1)[0]),
-                                   copy="HTTP_X_AMZ_COPY_SOURCE" in environ)
+                                   copy="HTTP_X_AMZ_COPY_SOURCE" in environ,
+                                   access_key=_access_key(environ.get("HTTP_AUTHORIZATION", "")))
                     return start_response(status, headers, *rest)
                 if controls.holds:
                     bucket_and_key = unquote(environ.get("PATH_INFO", "")).lstrip("/")

@@ -2,15 +2,17 @@
 committer, writing to the S3 server on 127.0.0.1 (`tests/s3_server.py`), SIGKILLed (its whole process group) while a
 task attempt writes a file, before the commit and after it.
 
-Each kill happens at its step, never after a sleep: in a task attempt, the server holds the attempt's first part
-upload of a data file (its multipart upload was initiated: the file is being written) until the test has killed
-the job; before and after the commit, the runner stops at its fault point (`lake.faults`) and flags it.
+One Airflow task's attempts, each with the same spec and request id: the first is killed in a Spark task, the
+second (its retry) before its commit, the third after it, and the fourth finds the write committed. Each kill
+happens at its step, never after a sleep: in a task, the server holds the attempt's first part upload of a data
+file (its multipart upload was initiated: the file is being written) until the test has killed the job; before and
+after the commit, the runner stops at its fault point (`lake.faults`) and flags it.
 
-After each kill the table reads as before (or as committed), the Airflow retry (the same spec and request id)
-commits once, and nothing the dead writer left stays on the store once orphan removal ran: no key under `data/`
-that no live file needs (data files, S3A's directory markers, the committer's `__magic_job-*/` tree) and no
-incomplete multipart upload (the magic committer completes its uploads only at job commit; S3 bills their parts
-until they are aborted)."""
+After each kill the table reads as before (or as committed), the next attempt rolls the dead one back and goes on,
+and orphan removal takes what the dead writers left and only that: S3A's directory markers and the committer's
+`__magic_job-*/` tree go with the rollback, the incomplete multipart uploads of the attempt killed in its task
+(the magic committer completes uploads only at job commit; S3 bills their parts until they are aborted) with orphan
+removal, and in the end no key under `data/` is left that no live file needs."""
 
 from __future__ import annotations
 
@@ -85,82 +87,93 @@ def kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=60)
 
 
-@pytest.mark.parametrize("point", ["in_task", "before_commit", "after_commit"])
-def test_a_spark_write_to_s3_killed_leaves_the_table_readable_and_nothing_behind(
-        s3_server: S3Server, s3_root: str, tmp_path: Path, point: str) -> None:
+def test_an_airflow_tasks_attempts_killed_in_a_spark_task_before_and_after_the_commit_on_s3(
+        s3_server: S3Server, s3_root: str, tmp_path: Path) -> None:
     table = LakeTable.create(s3_root, {"schema": "id BIGINT NOT NULL, dt STRING, v DOUBLE", "partition_by": ["dt"],
                                        "properties": {"clean.retain.hours": "1"}})
     seed(table)
-    before = data_keys(s3_server, s3_root)
+    seeded = data_keys(s3_server, s3_root)
     source = write_source(tmp_path / "b.parquet", KILLED, ["d1", "d2", "d3"] * (len(KILLED) // 3))
-    spec = {"table": s3_root, "source": {"path": source}, "request_id": f"dag/write/run1/{point}"}
+    spec = {"table": s3_root, "source": {"path": source}, "request_id": "dag/write/run1"}
     extra = ["--jars", jars("s3"), *conf_args(s3a_conf(s3_server))]
-    log = tmp_path / "killed.log"
     data_prefix = s3_server.key_of(s3_root) + "/data/"
 
-    if point == "in_task":
-        def part_upload(method: str, key: str, query: dict[str, list[str]]) -> bool:
-            return method == "PUT" and key.startswith(data_prefix) and "partNumber" in query
+    def attempt_of(number: int) -> str:
+        """The instant of the `number`-th attempt (they are the table's writes after the seed, in order)."""
+        writes = [i for i in LakeTable.open(s3_root).timeline() if i.request_id == spec["request_id"]]
+        assert len(writes) == number, writes
+        return writes[-1].id
 
-        with s3_server.controls.hold(part_upload) as held:
-            proc = start_submit("write", spec, log=log, extra=extra)
-            held.wait(proc)
-            # a task attempt is writing: its file's multipart upload was initiated, the magic committer's
-            # task directory is there, and its first part is on its way
-            in_flight = uploads(s3_server, s3_root, "data/")
-            assert in_flight and all("/dt=d" in key for key in in_flight), in_flight
-            assert any("/__magic_job-" in key for key in data_keys(s3_server, s3_root))
+    def killed_at(point: str, number: int) -> str:
+        log = tmp_path / f"attempt-{number}.log"
+        if point == "in_task":
+            def part_upload(method: str, key: str, query: dict[str, list[str]]) -> bool:
+                return method == "PUT" and key.startswith(data_prefix) and "partNumber" in query
+
+            with s3_server.controls.hold(part_upload) as held:
+                proc = start_submit("write", spec, log=log, extra=extra)
+                held.wait(proc)
+                # a task is writing: its file's multipart upload was initiated, the magic committer's task
+                # directory is there, and its first part is on its way
+                in_flight = uploads(s3_server, s3_root, "data/")
+                assert in_flight and all("/dt=d" in key for key in in_flight), in_flight
+                assert any("/__magic_job-" in key for key in data_keys(s3_server, s3_root))
+                kill(proc)
+        else:
+            flag = tmp_path / f"reached-{number}"
+            proc = start_submit("write", spec, log=log, extra=extra,
+                                env={"AIRFLOW_LAKE_FAULT_POINT": point, "AIRFLOW_LAKE_FAULT_FLAG": str(flag)})
+            wait_for_file(flag, proc)
             kill(proc)
-    else:
-        flag = tmp_path / "reached"
-        proc = start_submit("write", spec, log=log, extra=extra,
-                            env={"AIRFLOW_LAKE_FAULT_POINT": point, "AIRFLOW_LAKE_FAULT_FLAG": str(flag)})
-        wait_for_file(flag, proc)
-        kill(proc)
-    s3_server.controls.idle()  # requests of the dead job the server was still answering
+        s3_server.controls.idle()  # requests of the dead job the server was still answering
+        return attempt_of(number)
 
-    table = LakeTable.open(s3_root)
-    dead = next(i for i in table.timeline() if i.operation == "write" and i.request_id == spec["request_id"])
-    left = data_keys(s3_server, s3_root) - before
-    assert left and all(key.startswith(f"data/{dead.id}-") for key in left), left  # it wrote, in its directory
-    if point == "after_commit":
-        assert dead.state == COMPLETED
-        assert ids(s3_root) == SEED + KILLED  # as committed
-    else:
-        assert dead.state == INFLIGHT
-        assert ids(s3_root) == SEED  # as before
-    if point == "in_task":
-        assert uploads(s3_server, s3_root)  # the dead task's upload, never completed
-    else:  # the job had committed its files: no upload is left open
-        assert uploads(s3_server, s3_root) == []
-        assert any(key.endswith(".parquet") for key in left)
+    def states() -> dict[str, str]:
+        return {i.id: i.state for i in LakeTable.open(s3_root).timeline()}
 
-    # while the dead writer's instant is pending it may be a live one: orphan removal keeps all of it
+    def written_by(instant: str) -> set[str]:
+        return {key for key in data_keys(s3_server, s3_root) if key.startswith(f"data/{instant}-")}
+
+    # 1. killed while a Spark task writes: the table reads as before; the dead attempt's objects stay while it is
+    # pending (a pending writer may be a live one: orphan removal keeps all of it)
+    first = killed_at("in_task", 1)
+    assert states()[first] == INFLIGHT and ids(s3_root) == SEED
+    left = written_by(first)
+    assert any("/__magic_job-" in key for key in left) and uploads(s3_server, s3_root), left
     kept = remove_orphan_files(LakeTable.open(s3_root), now=time.time() + HOUR)
-    assert (kept.orphans, kept.uploads) == ((), ())
-    assert data_keys(s3_server, s3_root) - before == left
+    assert (kept.orphans, kept.uploads) == ((), ()) and written_by(first) == left
 
-    # the Airflow retry: the same spec and request id; it rolls the dead attempt back (its process is gone from
-    # this host), or finds it committed
-    rerun = start_submit("write", spec, log=tmp_path / "rerun.log", extra=extra)
-    assert rerun.wait(timeout=300) == 0, (tmp_path / "rerun.log").read_text()[-4000:]
-    assert ids(s3_root) == SEED + KILLED  # every row once
+    # 2. the retry, killed before its commit: it rolled the first attempt back (its process is gone from this
+    # host), markers and committer tree included; orphan removal aborts the first attempt's uploads, and keeps
+    # the second attempt's files (pending)
+    second = killed_at("before_commit", 2)
+    assert states()[first] == ROLLED_BACK and states()[second] == INFLIGHT and ids(s3_root) == SEED
+    assert written_by(first) == set()
+    committed_by_job = written_by(second)
+    assert any(key.endswith(".parquet") for key in committed_by_job)
+    assert all(key.startswith(f"data/{first}-") for key in uploads(s3_server, s3_root))  # the job had committed
+    first_uploads = uploads(s3_server, s3_root)
+    swept = remove_orphan_files(LakeTable.open(s3_root), now=time.time() + HOUR)
+    assert sorted(swept.uploads) == sorted(first_uploads) and swept.orphans == ()
+    assert swept.metrics()["uploads_aborted"] == len(first_uploads)
+    assert swept.entry is not None and swept.entry.metadata["uploads"] == list(swept.uploads)
+    assert uploads(s3_server, s3_root) == [] and written_by(second) == committed_by_job
+
+    # 3. the next retry, killed after its commit: the table reads as committed; the second attempt is rolled back
+    third = killed_at("after_commit", 3)
+    assert states()[second] == ROLLED_BACK and states()[third] == COMPLETED
+    assert ids(s3_root) == SEED + KILLED and written_by(second) == set()
+
+    # 4. the last retry finds the write committed, and tidies what the third attempt left
+    rerun = start_submit("write", spec, log=tmp_path / "attempt-4.log", extra=extra)
+    assert rerun.wait(timeout=300) == 0, (tmp_path / "attempt-4.log").read_text()[-4000:]
     table = LakeTable.open(s3_root)
-    states = {i.id: i.state for i in table.timeline()}
-    assert states[dead.id] == (COMPLETED if point == "after_commit" else ROLLED_BACK)
-    assert instants.pending(table.storage) == []
-
-    result = remove_orphan_files(table, now=time.time() + HOUR)
+    assert [i.state for i in table.timeline() if i.request_id == spec["request_id"]] == [
+        ROLLED_BACK, ROLLED_BACK, COMPLETED]
+    assert ids(s3_root) == SEED + KILLED and instants.pending(table.storage) == []
+    assert remove_orphan_files(table, now=time.time() + HOUR).entry is None  # nothing left to take
     live = {f.path for f in table.snapshot().files}
     occupied = {d for rel in live for d in parent_dirs(rel)}
     keys = data_keys(s3_server, s3_root)
-    assert keys <= live | occupied, sorted(keys - live - occupied)  # no key the dead writer left
-    if point != "after_commit":
-        assert not any(key.startswith(f"data/{dead.id}-") for key in keys)
-    assert uploads(s3_server, s3_root) == []  # nor an upload: S3 bills none of its parts
-    if point == "in_task":
-        assert result.uploads and all(key.startswith(f"data/{dead.id}-") for key in result.uploads)
-        assert result.metrics()["uploads_aborted"] == len(result.uploads)
-        assert result.entry is not None and result.entry.metadata["uploads"] == list(result.uploads)
-    assert ids(s3_root) == SEED + KILLED
-    assert remove_orphan_files(LakeTable.open(s3_root), now=time.time() + HOUR).entry is None  # nothing more
+    assert keys <= live | occupied, sorted(keys - live - occupied)  # no key any dead attempt left
+    assert seeded <= keys and uploads(s3_server, s3_root) == []
