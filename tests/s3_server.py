@@ -12,7 +12,10 @@ check-to-put window widened (`widen`), 16 raw botocore PUTs with `IfNoneMatch='*
 The server also counts every request it answers (`RequestCounter`: per method and kind of path, e.g.
 `("PUT", "log")`, `("LIST", "pending")`), for tests and benchmarks that count requests per open and per commit,
 and it can answer a PUT with S3's `409 ConditionalRequestConflict` on request (`conflicts`), which S3 returns while
-another conditional write of the key is in flight and moto never does.
+another conditional write of the key is in flight and moto never does. It also counts requests per signing access
+key (`RequestCounter.signed`: a Spark driver's from its executors'), holds chosen requests on arrival until a test
+has killed their client (`ServerControls.hold`, then `idle`), and lists multipart uploads with their real initiation
+time (moto's own listing dates every upload 2010-11-10).
 
 Fixtures: `s3_server` (session-wide; sets the AWS environment so that s3fs and botocore in this process and in the
 processes it starts reach it) and `s3_root` (a fresh `s3://<bucket>/<prefix>` per test).
