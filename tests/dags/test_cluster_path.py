@@ -2,7 +2,8 @@
 compose services run), once for the module; the job runner submitted to spark://127.0.0.1:<port> as a plain
 spark-submit, and the example pipeline run against it through Airflow: its jobs run on the cluster, each task's
 metrics are the commit it made, and its DM table equals the independent computation (which the local-mode run
-of tests/dags/test_ods_to_dm.py equals too)."""
+of tests/dags/test_ods_to_dm.py equals too). On S3: the runner submitted with the S3 connector's jars writes and
+bucket-rewrites a table on the S3 server (tests/s3_server.py), its executors writing the data files."""
 
 from __future__ import annotations
 
