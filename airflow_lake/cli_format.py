@@ -71,9 +71,11 @@ def instant_summary(instant: Mapping[str, Any]) -> str:
         reason = (instant.get("metadata") or {}).get("reason")
         return f"rolled back {fmt_list(metrics['rolled_back'])}" + (f" ({reason})" if reason else "")
     if "orphans_found" in metrics:
+        aborted = int(metrics.get("uploads_aborted", 0))
         return (f"removed {metrics.get('files_deleted', 0)} orphan file(s), "
                 f"{metrics.get('staging_dirs_deleted', 0)} staging dir(s), "
-                f"{fmt_bytes(int(metrics.get('bytes_freed', 0)))} freed")
+                f"{fmt_bytes(int(metrics.get('bytes_freed', 0)))} freed"
+                + (f", {aborted} incomplete upload(s) aborted" if aborted else ""))
     if "files_deleted" in metrics:
         return f"deleted {metrics['files_deleted']} file(s), {fmt_bytes(int(metrics.get('bytes_freed', 0)))} freed"
     if "columns" in metrics:
@@ -203,16 +205,19 @@ def render_show(data: Mapping[str, Any]) -> str:
 def render_remove_orphan_files(data: Mapping[str, Any]) -> str:
     """Text form of `airflow-lake remove-orphan-files`: what was (or in a dry run would be) deleted, a path a line."""
     hours = f"{data['older_than_hours']:g} h"
-    listed = [*data["orphans"], *(f"{d}/" for d in data["staging"])]
+    uploads = list(data.get("uploads") or ())
+    listed = [*data["orphans"], *(f"{d}/" for d in data["staging"]), *(f"{u} (incomplete upload)" for u in uploads)]
     nested = [f"left alone (another lake table lies there): {d}/" for d in data.get("nested_tables") or ()]
     if not listed:
         return "\n".join([f"table {data['table']}", f"no orphans untouched for {hours}", *nested])
     counts = (f"{data['orphans_found']} orphan file(s) and {data['staging_dirs_found']} staging dir(s), "
               f"{fmt_bytes(int(data['bytes']))}")
+    aborts = f"{len(uploads)} incomplete upload(s)" if uploads else ""
     if data["dry_run"]:
-        head = f"dry run: would delete {counts} (untouched for {hours})"
+        head = f"dry run: would delete {counts}" + (f", abort {aborts}" if aborts else "") + f" (untouched for {hours})"
     else:
-        head = f"deleted {counts} (untouched for {hours}); recorded as instant {data['instant']}, seq {data['seq']}"
+        head = (f"deleted {counts}" + (f", aborted {aborts}" if aborts else "") + f" (untouched for {hours}); "
+                f"recorded as instant {data['instant']}, seq {data['seq']}")
     return "\n".join([f"table {data['table']}", head, *nested, "", *listed])
 
 

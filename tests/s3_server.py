@@ -12,7 +12,10 @@ check-to-put window widened (`widen`), 16 raw botocore PUTs with `IfNoneMatch='*
 The server also counts every request it answers (`RequestCounter`: per method and kind of path, e.g.
 `("PUT", "log")`, `("LIST", "pending")`), for tests and benchmarks that count requests per open and per commit,
 and it can answer a PUT with S3's `409 ConditionalRequestConflict` on request (`conflicts`), which S3 returns while
-another conditional write of the key is in flight and moto never does.
+another conditional write of the key is in flight and moto never does. It also counts requests per signing access
+key (`RequestCounter.signed`: a Spark driver's from its executors'), holds chosen requests on arrival until a test
+has killed their client (`ServerControls.hold`, then `idle`), and lists multipart uploads with their real initiation
+time (moto's own listing dates every upload 2010-11-10).
 
 Fixtures: `s3_server` (session-wide; sets the AWS environment so that s3fs and botocore in this process and in the
 processes it starts reach it) and `s3_root` (a fresh `s3://<bucket>/<prefix>` per test).
@@ -21,6 +24,7 @@ processes it starts reach it) and `s3_root` (a fresh `s3://<bucket>/<prefix>` pe
 from __future__ import annotations
 
 import collections
+import datetime
 import logging
 import socket
 import threading
@@ -40,6 +44,11 @@ CONFLICT_BODY = (
     '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>ConditionalRequestConflict</Code><Message>A conflicting '
     "conditional operation is currently in progress against this resource. Try again.</Message><RequestId>"
     "tests</RequestId></Error>"
+)
+
+SLOW_DOWN_BODY = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code><Message>Please reduce your request rate.'
+    "</Message><RequestId>tests</RequestId></Error>"
 )
 
 INTERNAL_ERROR_BODY = (
@@ -72,11 +81,13 @@ class RequestCounter:
         self._lock = threading.Lock()
         self._counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self._statuses: collections.Counter[tuple[str, str, int]] = collections.Counter()
+        self._signed: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self.recent: collections.deque[tuple[str, str, int]] = collections.deque(maxlen=20_000)
 
-    def record(self, method: str, path: str, query: str, status: int, *, copy: bool = False) -> None:
+    def record(self, method: str, path: str, query: str, status: int, *, copy: bool = False,
+               access_key: str = "") -> None:
         """Count one answered request (`path` is the WSGI PATH_INFO: /bucket/key, path-style; `copy`: it carried
-        `x-amz-copy-source`)."""
+        `x-amz-copy-source`; `access_key`: the one that signed it, counted in `signed`)."""
         bucket_and_key = unquote(path).lstrip("/")
         key = bucket_and_key.split("/", 1)[1] if "/" in bucket_and_key else ""
         params = parse_qs(query, keep_blank_values=True)
@@ -91,6 +102,7 @@ class RequestCounter:
         with self._lock:
             self._counts[(label, kind)] += 1
             self._statuses[(label, kind, status)] += 1
+            self._signed[(access_key, label, kind)] += 1
             self.recent.append((label, key, status))
 
     def mark(self) -> collections.Counter[tuple[str, str]]:
@@ -104,10 +116,36 @@ class RequestCounter:
         now.subtract(mark)
         return collections.Counter({k: v for k, v in now.items() if v > 0})
 
+    def signed(self) -> collections.Counter[tuple[str, str, str]]:
+        """Counts per (access key that signed the request, method, kind) so far (a copy): tells processes that
+        sign with different keys apart (a Spark driver and its executors)."""
+        with self._lock:
+            return collections.Counter(self._signed)
+
     def statuses(self) -> collections.Counter[tuple[str, str, int]]:
         """Counts per (method, kind, HTTP status) so far (a copy)."""
         with self._lock:
             return collections.Counter(self._statuses)
+
+
+@dataclass
+class Hold:
+    """Requests stopped on arrival (`ServerControls.hold`): `reached` is set at the first, `requests` lists them
+    (method, bucket-relative key)."""
+
+    match: Callable[[str, str, dict[str, list[str]]], bool]
+    reached: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+    requests: list[tuple[str, str]] = field(default_factory=list)
+
+    def wait(self, proc: Any, timeout: float = 180) -> None:
+        """Wait until a request was held; fail early if `proc` (a subprocess.Popen) ends first."""
+        deadline = time.monotonic() + timeout
+        while not self.reached.wait(0.05):
+            if proc.poll() is not None:
+                raise AssertionError(f"process ended with {proc.returncode} before a request was held")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no request was held within {timeout} s")
 
 
 @dataclass
@@ -124,7 +162,10 @@ class ServerControls:
     lost_answers: dict[str, str] = field(default_factory=dict)  # key prefix -> "500" or "reset", for one PUT
     answers_lost: list[str] = field(default_factory=list)  # keys whose PUT landed and whose answer was lost
     dropping: threading.local = field(default_factory=threading.local)  # per request thread: drop its connection
+    holds: list[Hold] = field(default_factory=list)  # requests to stop on arrival (`hold`)
+    in_flight: int = 0  # requests being answered now (`idle`)
     _conflicts_lock: threading.Lock = field(default_factory=threading.Lock)
+    _idle: threading.Condition = field(default_factory=threading.Condition)
 
     def unlocked(self) -> AbstractContextManager[None]:
         """Serve PUTs the way moto does by itself (check, then store, unlocked) — only to prove the lock."""
@@ -185,6 +226,44 @@ class ServerControls:
             self.answers_lost.append(key)
             return self.lost_answers.pop(prefix)
 
+    @contextmanager
+    def hold(self, match: Callable[[str, str, dict[str, list[str]]], bool]) -> Iterator[Hold]:
+        """Stop every request `match(method, key, query)` accepts on arrival, unanswered and unprocessed, until the
+        block ends; then each gets 503 SlowDown and nothing of it is stored. A test waits for `Hold.reached` to
+        know a client is at that step (and kills it there); after the block, `idle` waits for the rest."""
+        hold = Hold(match)
+        self.holds.append(hold)
+        try:
+            yield hold
+        finally:
+            self.holds.remove(hold)
+            hold.released.set()
+
+    def held(self, method: str, key: str, query: dict[str, list[str]]) -> bool:
+        """True if a hold took this request: it waited for the hold's end and must not reach moto."""
+        hold = next((h for h in list(self.holds) if h.match(method, key, query)), None)
+        if hold is None:
+            return False
+        hold.requests.append((method, key))
+        hold.reached.set()
+        hold.released.wait(timeout=600)
+        return True
+
+    def enter(self) -> None:
+        with self._idle:
+            self.in_flight += 1
+
+    def leave(self) -> None:
+        with self._idle:
+            self.in_flight -= 1
+            self._idle.notify_all()
+
+    def idle(self, timeout: float = 60) -> None:
+        """Wait until the server answers no request (those of a killed client included)."""
+        with self._idle:
+            if not self._idle.wait_for(lambda: self.in_flight == 0, timeout=timeout):
+                raise AssertionError(f"{self.in_flight} request(s) still in flight after {timeout} s")
+
     def delay_for(self, key: str) -> float:
         return max((s for p, s in self.slow_prefixes.items() if key.startswith(p)), default=0.0)
 
@@ -214,8 +293,10 @@ class S3Server:
 
 def _patch_moto(controls: ServerControls) -> Callable[[], None]:
     """Make moto's PutObject handler atomic (check + store under one lock), let it widen its window or answer a
-    409 on request; returns the function that undoes the patch."""
-    from moto.s3.models import S3Backend
+    409 on request, and list multipart uploads with the time each was initiated (moto's own listing gives every
+    upload one fixed date in 2010); returns the function that undoes the patch."""
+    from moto.core.responses import ActionResult
+    from moto.s3.models import FakeMultipart, S3Backend
     from moto.s3.responses import S3Response
     from werkzeug.datastructures import Headers
 
@@ -248,14 +329,41 @@ def _patch_moto(controls: ServerControls) -> Callable[[], None]:
             time.sleep(delay)  # moto checked If-None-Match already: a racing PUT slips in here unless locked
         return original_store(self, bucket_name, key_name, *args, **kwargs)
 
+    def start_upload(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_upload_init(self, *args, **kwargs)
+        self.initiated = datetime.datetime.now(datetime.UTC)
+
+    def list_uploads(self: Any) -> Any:
+        # moto answers every upload as initiated on 2010-11-10: S3 answers when it was, which age rules need
+        prefix = self.querystring.get("prefix", [""])[0]
+        uploads = [{"Key": u.key_name, "UploadId": u.id, "StorageClass": "STANDARD",
+                    "Initiated": getattr(u, "initiated", datetime.datetime.now(datetime.UTC))}
+                   for u in self.backend.list_multipart_uploads(self.bucket_name).values()
+                   if u.key_name.startswith(prefix)]
+        self.data["Action"] = "ListMultipartUploads"
+        return self.serialized(ActionResult({"Bucket": self.bucket_name, "KeyMarker": "", "UploadIdMarker": "",
+                                             "MaxUploads": 1000, "IsTruncated": False, "Uploads": uploads}))
+
+    original_upload_init = FakeMultipart.__init__
+    original_list_uploads = S3Response.list_multipart_uploads
     S3Response.put_object = put_object  # type: ignore[method-assign]
     S3Backend.put_object = store  # type: ignore[method-assign]
+    FakeMultipart.__init__ = start_upload  # type: ignore[method-assign]
+    S3Response.list_multipart_uploads = list_uploads  # type: ignore[method-assign]
 
     def undo() -> None:
         S3Response.put_object = original_handler  # type: ignore[method-assign]
         S3Backend.put_object = original_store  # type: ignore[method-assign]
+        FakeMultipart.__init__ = original_upload_init  # type: ignore[method-assign]
+        S3Response.list_multipart_uploads = original_list_uploads  # type: ignore[method-assign]
 
     return undo
+
+
+def _access_key(authorization: str) -> str:
+    """The access key of a SigV4 Authorization header (`... Credential=<key>/<date>/...`), or ''."""
+    _, found, rest = authorization.partition("Credential=")
+    return rest.split("/", 1)[0] if found else ""
 
 
 def _start_server(counter: RequestCounter, controls: ServerControls) -> Any:
@@ -269,11 +377,26 @@ def _start_server(counter: RequestCounter, controls: ServerControls) -> Any:
             app = DomainDispatcherApplication(create_backend_app)
 
             def counted(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+                controls.enter()
+                try:
+                    return serve_one(environ, start_response)
+                finally:
+                    controls.leave()
+
+            def serve_one(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
                 def start(status: str, headers: Any, *rest: Any) -> Any:
                     counter.record(environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", ""),
                                    environ.get("QUERY_STRING", ""), int(status.split(" ", 1)[0]),
-                                   copy="HTTP_X_AMZ_COPY_SOURCE" in environ)
+                                   copy="HTTP_X_AMZ_COPY_SOURCE" in environ,
+                                   access_key=_access_key(environ.get("HTTP_AUTHORIZATION", "")))
                     return start_response(status, headers, *rest)
+                if controls.holds:
+                    bucket_and_key = unquote(environ.get("PATH_INFO", "")).lstrip("/")
+                    key = bucket_and_key.split("/", 1)[1] if "/" in bucket_and_key else ""
+                    query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+                    if controls.held(environ.get("REQUEST_METHOD", ""), key, query):  # `ServerControls.hold`
+                        start("503 Service Unavailable", [("Content-Type", "application/xml")])
+                        return [SLOW_DOWN_BODY.encode()]
                 answer: Iterable[bytes] = app(environ, start)
                 if getattr(controls.dropping, "connection", False):  # `ServerControls.lose_answer(how="reset")`
                     controls.dropping.connection = False

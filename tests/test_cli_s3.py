@@ -168,3 +168,21 @@ def test_the_store_may_be_configured_through_fsspec_instead(s3_server: S3Server,
                           text=True, env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["instants"][0]["action"] == "create"
+
+
+def test_remove_orphan_files_aborts_a_tables_incomplete_uploads(s3_server: S3Server, s3_root: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """What a Spark job killed before its commit leaves on S3 (docs/format.md): the dry run names the upload, the
+    run aborts it and says so."""
+    table = LakeTable.create(s3_root, PLAIN)
+    key = f"{s3_server.key_of(s3_root)}/data/x-1/part-0.parquet"
+    s3_server.client.create_multipart_upload(Bucket=s3_server.bucket, Key=key)
+    args = ("remove-orphan-files", table.url, "--older-than-hours", "0")
+    code, out, _ = cli(capsys, *args, "--dry-run")
+    assert code == 0 and "would delete 0 orphan file(s) and 0 staging dir(s), 0 B, abort 1 incomplete upload(s)" \
+        in out and "data/x-1/part-0.parquet (incomplete upload)" in out, out
+    code, out, _ = cli(capsys, *args, "--force")
+    assert code == 0 and "aborted 1 incomplete upload(s)" in out, out
+    assert s3_server.client.list_multipart_uploads(Bucket=s3_server.bucket, Prefix=key).get("Uploads", []) == []
+    code, out, _ = cli(capsys, "timeline", table.url)
+    assert "1 incomplete upload(s) aborted" in out, out

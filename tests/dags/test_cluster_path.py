@@ -2,7 +2,8 @@
 compose services run), once for the module; the job runner submitted to spark://127.0.0.1:<port> as a plain
 spark-submit, and the example pipeline run against it through Airflow: its jobs run on the cluster, each task's
 metrics are the commit it made, and its DM table equals the independent computation (which the local-mode run
-of tests/dags/test_ods_to_dm.py equals too)."""
+of tests/dags/test_ods_to_dm.py equals too). On S3: the runner submitted with the S3 connector's jars writes and
+bucket-rewrites a table on the S3 server (tests/s3_server.py), its executors writing the data files."""
 
 from __future__ import annotations
 
@@ -22,14 +23,18 @@ import pytest
 
 from airflow_lake.datagen import video
 from airflow_lake.lake import LakeTable
+from airflow_lake.lake.format.pyarrow_read import read_files
 from tests.airflow_stack import free_port, migrate_db
 from tests.dags import video_oracle
 from tests.dags.test_ods_to_dm import airflow_env, dags_test, results
+from tests.s3_server import S3Server
+from tests.store_spark import conf_args, jars, s3a_conf
 from tests.support import start_submit, table_ids, write_source
 
 pytestmark = pytest.mark.slow
 SPARK_CLASS = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
 EVENTS = 2000
+EXECUTORS_KEY = "executors"  # the S3 access key the executors sign with (the driver signs with the fixture's)
 
 
 class Cluster(NamedTuple):
@@ -131,3 +136,44 @@ def test_the_example_pipeline_runs_on_a_standalone_cluster(tmp_path: Path, clust
     got = LakeTable.open(str(tmp_path / "lake" / "dm_work_7d")).to_arrow().to_pandas()[cols]
     pd.testing.assert_frame_equal(got.sort_values("work_id").reset_index(drop=True),
                                   expected[cols].sort_values("work_id").reset_index(drop=True), check_dtype=False)
+
+
+def test_the_cluster_writes_and_rewrites_an_s3_table_through_s3a(cluster: Cluster, s3_server: S3Server,
+                                                                 s3_root: str, tmp_path: Path) -> None:
+    """The runner submitted to the cluster with the S3 connector's jars (`--jars`: shipped to the executors, whose
+    worker has none) writes, then bucket-rewrites, a table on the S3 server: the executors write the data files
+    (their requests are signed with a key only they hold), through the magic committer, without one COPY."""
+    before = {a["id"] for a in completed_apps(cluster)}
+    LakeTable.create(s3_root, {"schema": "id BIGINT, dt STRING, v DOUBLE", "partition_by": ["dt"],
+                               "bucket": {"columns": ["id"], "count": 4}})
+    source = write_source(tmp_path / "a.parquet", range(1000), ["a", "b"] * 500)
+    conf = {**s3a_conf(s3_server), "spark.executorEnv.AWS_ACCESS_KEY_ID": EXECUTORS_KEY,
+            "spark.executorEnv.AWS_SECRET_ACCESS_KEY": EXECUTORS_KEY,
+            # each process signs with the key of its environment: the driver's (the fixture's) or the executors'
+            "spark.hadoop.fs.s3a.aws.credentials.provider":
+                "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"}
+    for key in ("spark.hadoop.fs.s3a.access.key", "spark.hadoop.fs.s3a.secret.key"):
+        del conf[key]
+    extra = ["--jars", jars("s3"), *conf_args(conf)]
+    mark = s3_server.counter.mark()
+    signed = s3_server.counter.signed()
+    for operation, spec in [("write", {"table": s3_root, "source": {"path": source}}),
+                            ("bucket_rewrite", {"table": s3_root, "bucket": {"columns": ["id"], "count": 8}})]:
+        log = tmp_path / f"{operation}.log"
+        proc = start_submit(operation, spec, master=cluster.url, log=log, extra=extra)
+        assert proc.wait(timeout=300) == 0, log.read_text()[-4000:]
+
+    table = LakeTable.open(s3_root)
+    files = table.snapshot().files
+    rows = read_files(table.storage, table.spec, files, ["id", "dt"])
+    assert sorted(rows.column("id").to_pylist()) == list(range(1000))
+    assert {(f.partition["dt"], f.bucket) for f in files} == {(dt, b) for dt in "ab" for b in range(8)}
+    assert table.spec.bucket is not None and table.spec.bucket.count == 8
+    counts = s3_server.counter.since(mark)
+    assert counts[("COPY", "data")] == 0, counts  # nothing renamed: written once under final names
+    by_executors = s3_server.counter.signed()
+    by_executors.subtract(signed)
+    # the executors initiated and uploaded the data files (the driver completes them at the job's commit)
+    assert by_executors[(EXECUTORS_KEY, "PUT", "data")] > 0 and by_executors[(EXECUTORS_KEY, "POST", "data")] > 0
+    names = [app["name"] for app in completed_apps(cluster, before)]  # both ran on this master
+    assert any("airflow-lake write" in n for n in names) and any("bucket_rewrite" in n for n in names), names

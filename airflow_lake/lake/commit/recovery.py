@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_lake.lake.errors import LakeError
-from airflow_lake.lake.format import instants
+from airflow_lake.lake.format import instants, paths
 from airflow_lake.lake.format.log import COMPLETES, LogEntry, LogEntryExpired
 from airflow_lake.lake.format.snapshots import TableState
 from airflow_lake.lake.format.storage import Storage
@@ -50,14 +50,17 @@ def delete_written_files(table: TableMetadata, instant: str, keep: Collection[st
     deleted = 0
     for data_path in sorted(written - kept):
         if data_path.endswith("/"):  # a write directory (data/<instant>-<write id>...): every file under it
-            listed = storage.walk_files(data_path[:-1])
-            doomed = [f for f in listed if f not in kept]
+            # and, on S3, the directory markers Hadoop's S3A left there (its own, its committer's): those above a
+            # kept file stay with it
+            listed = storage.walk_files(data_path[:-1], markers=True)
+            above_kept = {d for f in kept for d in paths.parent_dirs(f)}
+            doomed = [f for f in listed if f not in kept and f not in above_kept]
             if len(doomed) == len(listed):
                 storage.delete_tree(data_path[:-1], listed=listed)
             else:
                 for rel in doomed:
                     storage.delete(rel)
-            deleted += len(doomed)
+            deleted += sum(1 for f in doomed if not f.endswith("/"))
         elif storage.delete(data_path):
             deleted += 1
     return deleted

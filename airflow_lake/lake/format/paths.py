@@ -110,3 +110,9 @@ def unsafe_problem(rel: object, area: Area = "data", directories: bool = False) 
     if segments[0].lower() == META:
         return "lies in the table's metadata directory `_lake/`, outside its data area"
     return f"lies outside the table's data area ({DATA_AREA})"
+
+
+def parent_dirs(rel: str) -> list[str]:
+    """The directories above a file, outermost first, each as `a/`, `a/b/` (as a store lists a directory marker)."""
+    parts = rel.split("/")[:-1]
+    return ["/".join(parts[:depth]) + "/" for depth in range(1, len(parts) + 1)]

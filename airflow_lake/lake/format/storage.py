@@ -17,7 +17,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
 from airflow_lake.lake.errors import LakeSpecError, LakeUnsafePath
@@ -216,8 +216,12 @@ class Storage:
         keys, prefixes, _ = stores.s3_list(self._fs, self.path(rel_dir).rstrip("/") + "/", start_after=start_after)
         return sorted({n.rstrip("/") for n in keys + prefixes if n.rstrip("/") > start_after})
 
-    def walk_files(self, rel_dir: str) -> list[str]:
-        """Relative paths of all files under a directory (used by recovery, never by readers)."""
+    def walk_files(self, rel_dir: str, *, markers: bool = False) -> list[str]:
+        """Relative paths of all files under a directory (used by recovery, never by readers).
+
+        `markers`: on S3 also the directory markers under it, as `<rel>/`: zero-byte keys ending in '/' that Hadoop's
+        S3A connector puts for every directory it creates (a write directory, its magic committer's
+        `__magic_job-*/` and task directories) and leaves behind, for whoever deletes a directory."""
         base = self.path(rel_dir)
         out: list[str] = []
         if self.local:
@@ -231,14 +235,17 @@ class Storage:
             found = [f"{base}/{k}" for k in stores.s3_list(self._fs, base + "/", delimiter="")[0]]
         else:
             found = self._fs.find(base)
+        with_markers = markers and self._s3
         return sorted(p[len(self._root) + 1:] for p in found
-                      if p.startswith(base + "/") and not p.endswith("/"))  # no directory markers
+                      if p.startswith(base + "/") and (with_markers or not p.endswith("/")))
 
     def mtime(self, rel: str) -> float:
         """Modification time as a UNIX timestamp (on a store: its LastModified, by the store's clock, in
-        whole seconds on S3)."""
+        whole seconds on S3; of a directory marker too, `walk_files(markers=True)`)."""
         if self.local:
             return os.stat(self.path(rel)).st_mtime
+        if self._s3 and rel.endswith("/"):  # s3fs would take the key for a directory: asked as the key it is
+            return stores.s3_modified(self._fs, self.path(rel))
         modified = self._fs.modified(self.path(rel))
         return float(modified.timestamp())
 
@@ -263,9 +270,11 @@ class Storage:
             return self.mtime(rel), token
 
     def size(self, rel: str) -> int:
-        """Size of a file in bytes."""
+        """Size of a file in bytes (0 for a directory marker)."""
         if self.local:
             return os.stat(self.path(rel)).st_size
+        if rel.endswith("/"):
+            return 0
         return int(self._fs.size(self.path(rel)))
 
     # -- writes --------------------------------------------------------------------------------------
@@ -338,6 +347,9 @@ class Storage:
             if self.local:
                 self._inside(rel, f"a delete in the table {self.url}", whole=False)
                 os.unlink(self.path(rel))
+            elif rel.endswith("/"):  # a directory marker (`walk_files(markers=True)`): the key itself, literally
+                if self._s3:
+                    stores.s3_delete_keys(self._fs, [self.path(rel)])
             else:
                 self._fs.rm_file(self.path(rel))
             return True
@@ -347,17 +359,20 @@ class Storage:
     def delete_tree(self, rel_dir: str, *, listed: Iterable[str] | None = None, also: Iterable[str] = ()) -> None:
         """Delete a directory and everything under it, and the files `also` with it; no error if any is gone.
 
-        On a store one listing of the prefix (none if the caller `listed` its files already: `walk_files`), then
-        batch deletes of exactly those keys and `also` (1,000 a request). Locally the directory and `also` go one
-        by one."""
+        On a store one listing of the prefix (none if the caller `listed` its files already: `walk_files`, with
+        `markers=True` for S3's directory markers to go too), then batch deletes of exactly those keys and `also`
+        (1,000 a request). Locally the directory and `also` go one by one."""
         if self.local:
             self._inside(rel_dir.rstrip("/"), f"a delete in the table {self.url}", whole=True)
             shutil.rmtree(self.path(rel_dir), ignore_errors=True)
             for rel in also:
                 self.delete(rel)
             return
-        rels = list(self.walk_files(rel_dir) if listed is None else listed)
-        keys = [self.path(rel) for rel in [*rels, *also]]
+        rels = list(self.walk_files(rel_dir, markers=True) if listed is None else listed)
+        marker_keys = [self.path(rel) for rel in rels if rel.endswith("/")]
+        if marker_keys and self._s3:  # S3A's directory markers: left behind, a deleted directory would stay listed
+            stores.s3_delete_keys(self._fs, marker_keys)
+        keys = [self.path(rel) for rel in [*rels, *also] if not rel.endswith("/")]
         literal = [k for k in keys if not has_magic(k)]  # fsspec would take `[`, `*`, `?` for a glob
         if literal:
             with contextlib.suppress(FileNotFoundError):
@@ -366,6 +381,32 @@ class Storage:
             if has_magic(key):
                 with contextlib.suppress(FileNotFoundError):
                     self._fs.rm_file(key)
+
+
+    # -- uploads in progress -----------------------------------------------------------------------
+    def incomplete_uploads(self, rel_dir: str = "") -> list[Upload]:
+        """The multipart uploads started under a directory and never completed nor aborted: on S3 (Hadoop's S3A
+        uploads every file that way, and its magic committer completes them only at job commit: a writer killed
+        before leaves them, invisible as objects, their parts billed); [] elsewhere."""
+        if not self._s3:
+            return []
+        base = self.path(rel_dir).rstrip("/") + "/"
+        rel_base = base[len(self._root) + 1:]
+        return [Upload(rel_base + key, upload_id, initiated)
+                for key, upload_id, initiated in stores.s3_uploads(self._fs, base)]
+
+    def abort_upload(self, upload: Upload) -> None:
+        """Abort a multipart upload (`incomplete_uploads`): its parts are freed; one gone meanwhile is no error."""
+        stores.s3_abort_upload(self._fs, self.path(upload.rel), upload.upload_id)
+
+
+class Upload(NamedTuple):
+    """A multipart upload in progress: the key it will create (relative to the table root), its id, and when it
+    was initiated (UNIX time, the store's clock)."""
+
+    rel: str
+    upload_id: str
+    initiated: float
 
 
 def has_magic(path: str) -> bool:

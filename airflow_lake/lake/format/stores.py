@@ -160,6 +160,64 @@ def s3_list(fs: Any, path: str, *, delimiter: str = "/", start_after: str = "", 
         request["ContinuationToken"] = page["NextContinuationToken"]
 
 
+def s3_delete_keys(fs: Any, paths: list[str]) -> None:
+    """Delete keys ('bucket/key', taken literally: a directory marker's trailing '/' included) with batch
+    DeleteObjects requests of up to 1,000 keys; a missing key is no error (S3 answers success)."""
+    by_bucket: dict[str, list[str]] = {}
+    for path in paths:
+        bucket, _, key = path.partition("/")
+        by_bucket.setdefault(bucket, []).append(key)
+    for bucket, keys in by_bucket.items():
+        for start in range(0, len(keys), 1000):
+            chunk = keys[start:start + 1000]
+            answer = fs.call_s3("delete_objects", Bucket=bucket,
+                                Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True})
+            if errors := answer.get("Errors"):
+                raise OSError(f"deleting {len(errors)} key(s) of s3://{bucket} failed: {errors[:3]}")
+
+
+def s3_modified(fs: Any, path: str) -> float:
+    """LastModified of one key ('bucket/key', taken literally: a directory marker's trailing '/' included), as a
+    UNIX time; FileNotFoundError if it is gone."""
+    bucket, _, key = path.partition("/")
+    try:
+        head = fs.call_s3("head_object", Bucket=bucket, Key=key)
+    except OSError as err:
+        if not isinstance(err, FileNotFoundError) and _status(err) == 404:
+            raise FileNotFoundError(path) from err
+        raise
+    return float(head["LastModified"].timestamp())
+
+
+def s3_uploads(fs: Any, path: str) -> list[tuple[str, str, float]]:
+    """The multipart uploads in progress (started, neither completed nor aborted) whose keys start with `path`
+    ('bucket/key-prefix'): (key relative to `path`, upload id, initiated as a UNIX time), paged."""
+    bucket, _, prefix = path.partition("/")
+    request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+    found: list[tuple[str, str, float]] = []
+    while True:
+        page = fs.call_s3("list_multipart_uploads", **request)
+        found.extend((item["Key"][len(prefix):], item["UploadId"], float(item["Initiated"].timestamp()))
+                     for item in page.get("Uploads", ()) if item["Key"].startswith(prefix))
+        if not page.get("IsTruncated"):
+            return found
+        request["KeyMarker"] = page["NextKeyMarker"]
+        request["UploadIdMarker"] = page["NextUploadIdMarker"]
+
+
+def s3_abort_upload(fs: Any, path: str, upload_id: str) -> None:
+    """Abort one multipart upload of the key `path` ('bucket/key'): S3 frees its parts; one already gone (completed
+    or aborted meanwhile) is no error."""
+    bucket, _, key = path.partition("/")
+    try:
+        fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload_id)
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        if _status(err) != 404:  # NoSuchUpload
+            raise
+
+
 def installed_version(package: str) -> str | None:
     """The installed version of a distribution, or None."""
     try:

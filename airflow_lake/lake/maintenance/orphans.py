@@ -12,8 +12,15 @@ On an object store the same steps run through `Storage`: one paged listing of th
 one; `s3://t` never lists `s3://t2`), and a candidate's age is its LastModified (the store's clock, whole seconds
 on S3: an hours-long `older_than_hours` dwarfs both). A file still being uploaded is no object yet (S3 shows a
 multipart upload only once it completes), so it is never listed, let alone deleted, and once it is, a pending
-writer's file is kept by its name whatever its LastModified says. The parts of an upload that was never completed
-are not objects either: only the bucket's lifecycle rule (AbortIncompleteMultipartUpload) removes them.
+writer's file is kept by its name whatever its LastModified says.
+
+Two kinds of S3 debris are no data files and are found too. Hadoop's S3A connector leaves a zero-byte directory
+marker (`<dir>/`) for each directory it creates (a write directory, its magic committer's `__magic_job-*/`): a
+marker with no kept file under it goes by the same rules as a file. And the magic committer uploads each file as a
+multipart upload that only the job's commit completes: a writer killed before leaves uploads that are no objects
+(never listed) and whose parts S3 bills until they are aborted. The table's incomplete uploads are listed (one
+ListMultipartUploads of its prefix) and those initiated before the cutoff are aborted, except a pending or newer
+instant's and another table's, as for files (`uploads` in the result and the metrics).
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ class OrphanFilesResult:
     older_than_hours: float
     dry_run: bool
     nested_tables: tuple[str, ...] = ()  # subdirectories holding another table's `_lake`: left alone
+    uploads: tuple[str, ...] = ()  # keys of the incomplete multipart uploads found (S3), one per upload
 
     def metrics(self) -> dict[str, Any]:
         """Counts and a capped list of the paths; also the metrics stored in the log entry."""
@@ -69,13 +77,15 @@ class OrphanFilesResult:
             "paths": listed[:PATHS_IN_METRICS],
             "paths_truncated": len(listed) > PATHS_IN_METRICS,
             "nested_tables_skipped": list(self.nested_tables[:PATHS_IN_METRICS]),
+            "uploads_found": len(self.uploads),
+            "uploads_aborted": len(self.uploads) if self.deleted else 0,
         }
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: the metrics, every path, and the instant and sequence number of the entry."""
         entry = self.entry
         return {**self.metrics(), "orphans": list(self.orphans), "staging": list(self.staging),
-                "nested_tables": list(self.nested_tables),
+                "nested_tables": list(self.nested_tables), "uploads": list(self.uploads),
                 "bytes": self.bytes, "deleted": self.deleted,
                 "instant": entry.instant if entry else None, "seq": entry.seq if entry else None}
 
@@ -144,13 +154,18 @@ def remove_orphan_files(table: TableMetadata, older_than_hours: float | None = N
         return instant is not None and (instant in pending or instant >= fence)
 
     orphans, size = [], 0
-    listed = table.storage.walk_files("")
-    other_table = _OtherTables(table.storage, nested_roots(listed))
-    for rel in listed:
+    listed = table.storage.walk_files("", markers=True)
+    files = [rel for rel in listed if not rel.endswith("/")]
+    other_table = _OtherTables(table.storage, nested_roots(files))
+
+    def candidate(rel: str) -> bool:
         if is_hidden(rel) or rel in state.files or rel in state.tombstones or keep_instant(instant_of(rel)):
+            return False
+        return not other_table.holds(rel)  # another table's file: its log, not ours, says whether it is live
+
+    for rel in files:
+        if not candidate(rel):
             continue
-        if other_table.holds(rel):
-            continue  # another table's file (its log, not ours, says whether it is live)
         try:
             if table.storage.mtime(rel) > cutoff:
                 continue
@@ -158,24 +173,43 @@ def remove_orphan_files(table: TableMetadata, older_than_hours: float | None = N
         except FileNotFoundError:
             continue  # gone meanwhile
         orphans.append(rel)
+    # S3A's directory markers: debris once no kept file lies below (a marker of a live directory stays)
+    doomed = set(orphans)
+    occupied = {d for rel in files if rel not in doomed for d in paths.parent_dirs(rel)}
+    for rel in listed:
+        if rel.endswith("/") and rel not in occupied and candidate(rel):
+            try:
+                if table.storage.mtime(rel) > cutoff:
+                    continue
+            except FileNotFoundError:
+                continue
+            orphans.append(rel)
+    uploads = [u for u in table.storage.incomplete_uploads()
+               if u.initiated <= cutoff and candidate(u.rel)]
     staging, staging_size = _finished_staging(table.storage, keep_instant, cutoff)
     nested = tuple(sorted(other_table.roots))
     result = OrphanFilesResult(tuple(orphans), tuple(staging), size + staging_size, deleted=False, entry=None,
-                          older_than_hours=hours, dry_run=dry_run, nested_tables=nested)
+                          older_than_hours=hours, dry_run=dry_run, nested_tables=nested,
+                          uploads=tuple(u.rel for u in uploads))
     if nested:
         log.warning("orphan removal in %s: %d subdirector(ies) hold a table of their own (%s); nothing under them is "
                     "deleted. Move such tables out of %s: a table never lies inside another.", table.url,
                     len(nested), ", ".join(nested[:10]), table.url)
-    if not orphans and not staging:
+    if not orphans and not staging and not uploads:
         log.info("orphan removal in %s: no orphans older than %g h", table.url, hours)
         return result
     for rel in [*orphans, *(f"{d}/" for d in staging)][:PATHS_IN_METRICS]:
         log.info("orphan removal in %s: %s %s", table.url, "would delete" if dry_run else "deleting", rel)
+    for upload in uploads[:PATHS_IN_METRICS]:
+        log.info("orphan removal in %s: %s the incomplete upload of %s (initiated %s)", table.url,
+                 "would abort" if dry_run else "aborting", upload.rel, time.ctime(upload.initiated))
     if dry_run:
-        log.info("orphan removal in %s (dry run): %d orphan file(s), %d staging dir(s), %d bytes would be deleted",
-                 table.url, len(orphans), len(staging), result.bytes)
+        log.info("orphan removal in %s (dry run): %d orphan file(s), %d staging dir(s), %d bytes would be deleted, "
+                 "%d incomplete upload(s) aborted", table.url, len(orphans), len(staging), result.bytes, len(uploads))
         return result
-    for rel in orphans:  # files first: a crash before the entry only leaves orphans for the next run
+    for upload in uploads:  # first, then the files: a crash before the entry only leaves work for the next run
+        table.storage.abort_upload(upload)
+    for rel in orphans:
         table.storage.delete(rel)
     for rel in staging:
         table.storage.delete_tree(rel)
@@ -183,11 +217,12 @@ def remove_orphan_files(table: TableMetadata, older_than_hours: float | None = N
     # Not the metadata key "deleted": the snapshot fold reads it as the tombstones a clean deleted.
     entry = table.append_entry("clean", OPERATION, request_id=request_id,
                                metadata={"orphans": list(orphans), "staging": list(staging),
+                                         **({"uploads": list(result.uploads)} if uploads else {}),
                                          "older_than_hours": hours, "cutoff": cutoff,
                                          **({"forced": True} if forced else {})},
                                metrics_of=done.metrics)
-    log.info("orphan removal in %s deleted %d orphan file(s) and %d staging dir(s), %d bytes", table.url,
-             len(orphans), len(staging), result.bytes)
+    log.info("orphan removal in %s deleted %d orphan file(s) and %d staging dir(s), %d bytes, and aborted %d "
+             "incomplete upload(s)", table.url, len(orphans), len(staging), result.bytes, len(uploads))
     return replace(done, entry=entry)
 
 

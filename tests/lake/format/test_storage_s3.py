@@ -68,6 +68,24 @@ def test_delete_tree_takes_glob_characters_literally(s3_root: str) -> None:
     assert store.walk_files("") == ["_lake/staging/j/keep.json"]
 
 
+def test_directory_markers_are_listed_on_request_and_deleted_with_their_directory(
+        s3_server: S3Server, s3_root: str) -> None:
+    """Hadoop's S3A leaves a zero-byte `<dir>/` key for each directory it creates; a deleted directory must not
+    keep them (they are objects: listed, and the directory seems to exist)."""
+    storage = Storage(s3_root)
+    prefix = s3_server.key_of(s3_root)
+    storage.write_bytes("data/w1/dt=a/part-0.parquet", b"x")
+    for marker in ("data/w1/", "data/w1/__magic_job-1/", "data/w1/__magic_job-1/tasks/__base/", "data/w2/"):
+        s3_server.client.put_object(Bucket=s3_server.bucket, Key=f"{prefix}/{marker}", Body=b"")
+    assert storage.walk_files("data") == ["data/w1/dt=a/part-0.parquet"]  # files only, as callers expect
+    assert storage.walk_files("data/w1", markers=True) == [
+        "data/w1/", "data/w1/__magic_job-1/", "data/w1/__magic_job-1/tasks/__base/", "data/w1/dt=a/part-0.parquet"]
+    assert storage.mtime("data/w2/") > 0 and storage.size("data/w2/") == 0
+    storage.delete_tree("data/w1")
+    assert storage.walk_files("", markers=True) == ["data/w2/"]
+    assert storage.delete("data/w2/") and storage.walk_files("", markers=True) == []
+
+
 def test_exclusive_create_is_one_conditional_put(s3_server: S3Server, s3_root: str) -> None:
     store = Storage(s3_root)
     mark = s3_server.counter.mark()

@@ -122,7 +122,8 @@ def test_remove_orphan_files_deletes_orphans_and_keeps_what_the_log_and_writers_
     assert entry.metrics == {
         "orphans_found": 4, "staging_dirs_found": 1, "orphan_bytes": orphan_bytes, "files_deleted": 4,
         "staging_dirs_deleted": 1, "bytes_freed": orphan_bytes, "dry_run": False, "older_than_hours": 1,
-        "paths": [*orphans, f"{STAGING}/{doomed.instant}/"], "paths_truncated": False, "nested_tables_skipped": []}
+        "paths": [*orphans, f"{STAGING}/{doomed.instant}/"], "paths_truncated": False, "nested_tables_skipped": [],
+        "uploads_found": 0, "uploads_aborted": 0}
     assert table.find_request("vac-1") == entry
     # the table reads the same, now and as of before the replace; clean's bookkeeping is untouched
     assert rows(table) == before == [{"id": 1}, {"id": 2}, {"id": 3}]
@@ -251,7 +252,7 @@ def test_runner_operation(table_path: str) -> None:
     assert dry == {"table": table.url, "operation": "remove_orphan_files", "orphans_found": 1, "staging_dirs_found": 0,
                    "orphan_bytes": 6, "files_deleted": 0, "staging_dirs_deleted": 0, "bytes_freed": 0,
                    "dry_run": True, "older_than_hours": 1.0, "paths": [orphan], "paths_truncated": False,
-                   "nested_tables_skipped": [],
+                   "nested_tables_skipped": [], "uploads_found": 0, "uploads_aborted": 0,
                    "published_seq": 0, "unpublished_commits": 0}  # (the runner adds where publishing stands)
     assert on_disk(table, orphan)
     done = run(None, "remove_orphan_files", {"table": table_path, "older_than_hours": 1, "force": True,

@@ -167,3 +167,80 @@ def test_clustering_is_planned_from_metadata_alone(s3_server: S3Server, s3_root:
     again = run(None, "schedule_clustering", {"table": s3_root, "request_id": "plan-1"})
     assert again["plan_id"] == out["plan_id"] and again["existing_plan"]
     print("requests of one schedule_clustering on S3:", sum(counts.values()), sorted(counts.items()))
+
+
+def start_upload(s3: S3Server, root: str, rel: str) -> str:
+    """A multipart upload of `rel` started and given one part, never completed: what a writer killed before its
+    commit leaves (no object; its parts billed)."""
+    key = f"{s3.key_of(root)}/{rel}"
+    upload = s3.client.create_multipart_upload(Bucket=s3.bucket, Key=key)["UploadId"]
+    s3.client.upload_part(Bucket=s3.bucket, Key=key, UploadId=upload, PartNumber=1, Body=b"part of a file")
+    return upload
+
+
+def in_progress(s3: S3Server, root: str) -> list[str]:
+    """Keys (relative to `root`, or absolute ones outside it) of the uploads in progress under `root`'s prefix."""
+    prefix = s3.key_of(root)
+    answer = s3.client.list_multipart_uploads(Bucket=s3.bucket, Prefix=prefix)
+    return sorted(u["Key"][len(prefix) + 1:] if u["Key"].startswith(prefix + "/") else u["Key"]
+                  for u in answer.get("Uploads", ()))
+
+
+def marker(s3: S3Server, root: str, rel: str) -> str:
+    """A directory marker (a zero-byte key ending in '/'), as Hadoop's S3A connector leaves for a directory."""
+    s3.client.put_object(Bucket=s3.bucket, Key=f"{s3.key_of(root)}/{rel}", Body=b"")
+    return rel
+
+
+def test_orphan_removal_aborts_old_incomplete_uploads_and_deletes_empty_directory_markers(
+        s3_server: S3Server, s3_root: str) -> None:
+    table = make_table(s3_root, {"clean.retain.hours": "1"})
+    txn = table.begin("commit", "write")
+    live = f"data/{txn.instant}-live/dt=a/part-0.parquet"
+    instants.write_manifest(table.storage, txn.instant, [f"data/{txn.instant}-live/"])
+    table.storage.write_bytes(live, CONTENT)
+    txn.commit(added=[DataFile(path=live, partition={"dt": "a"}, rows=1, bytes=len(CONTENT), instant=txn.instant)])
+    live_markers = [marker(s3_server, s3_root, f"data/{txn.instant}-live/"),
+                    marker(s3_server, s3_root, f"data/{txn.instant}-live/dt=a/")]
+    doomed = table.begin("commit", "write")  # a dead writer's attempt, rolled back: its uploads and markers stay
+    dead_dir = f"data/{doomed.instant}-dead"
+    dead_upload = f"{dead_dir}/dt=a/part-0.parquet"
+    start_upload(s3_server, s3_root, dead_upload)
+    dead_markers = [marker(s3_server, s3_root, f"{dead_dir}/"),
+                    marker(s3_server, s3_root, f"{dead_dir}/__magic_job-1/"),
+                    marker(s3_server, s3_root, f"{dead_dir}/__magic_job-1/tasks/attempt_1/__base/")]
+    doomed.abort()
+    start_upload(s3_server, s3_root, "notes/big.bin")  # any upload under the root: debris once old
+    hidden = marker(s3_server, s3_root, "_tmp/")  # hidden, as for files
+    pending = instants.request(table.storage, "commit", "write", {}, None, not_before=table.state().instant,
+                               finished=table.is_finished)
+    instants.mark_inflight(table.storage, pending, base_seq=table.state().seq)
+    pending_upload = f"data/{pending}-w/dt=a/part-0.parquet"  # a writer at work: kept whatever its age
+    start_upload(s3_server, s3_root, pending_upload)
+    pending_marker = marker(s3_server, s3_root, f"data/{pending}-w/")
+    Storage(f"{s3_root}/sub/inner").create_json(paths.log_file(0), table.commit_log.read(0).to_dict())
+    inner_upload = "sub/inner/data/x/part-0.parquet"  # another table's
+    start_upload(s3_server, s3_root, inner_upload)
+    sibling = f"{s3_server.key_of(s3_root)}x/data/part-0.parquet"  # a prefix sharing the root's characters
+    sibling_id = s3_server.client.create_multipart_upload(Bucket=s3_server.bucket, Key=sibling)["UploadId"]
+    cutoff = next_second()
+    fresh_upload = "data/later/part-0.parquet"  # younger than the cutoff
+    start_upload(s3_server, s3_root, fresh_upload)
+    now = cutoff + HOUR
+
+    dry = remove_orphan_files(LakeTable.open(s3_root), dry_run=True, now=now)
+    assert sorted(dry.uploads) == sorted([dead_upload, "notes/big.bin"]) and not dry.deleted
+    assert sorted(dry.orphans) == sorted(dead_markers)
+    assert dry.metrics()["uploads_found"] == 2 and dry.metrics()["uploads_aborted"] == 0
+    assert len(in_progress(s3_server, s3_root)) == 6  # a dry run aborts nothing
+
+    result = remove_orphan_files(LakeTable.open(s3_root), now=now, request_id="orphans-uploads")
+    assert in_progress(s3_server, s3_root) == sorted([pending_upload, inner_upload, fresh_upload, sibling])
+    assert sorted(result.orphans) == sorted(dead_markers) and result.uploads == dry.uploads
+    assert result.metrics()["uploads_aborted"] == 2 and result.metrics()["files_deleted"] == 3
+    assert result.entry is not None and sorted(result.entry.metadata["uploads"]) == sorted(dry.uploads)
+    present = set(table.storage.walk_files("", markers=True))
+    assert not set(dead_markers) & present
+    assert {live, *live_markers, hidden, pending_marker} <= present  # markers above live files, hidden, pending
+    assert live_paths(LakeTable.open(s3_root)) == {live}
+    s3_server.client.abort_multipart_upload(Bucket=s3_server.bucket, Key=sibling, UploadId=sibling_id)
