@@ -258,3 +258,16 @@ def store(request: pytest.FixtureRequest) -> StoreServer:
 def store_root(store: StoreServer) -> str:
     """A fresh table URL on the store of the test's parameter."""
     return store.root()
+
+
+def without_gcsfs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For the test: gcsfs as if it were not installed (it is, for the GCS tests): its import fails, and fsspec
+    forgets the class it may have loaded already."""
+    import sys
+
+    import fsspec.registry  # (`fsspec.registry` names a mapping; the module is sys.modules["fsspec.registry"])
+
+    loaded = sys.modules["fsspec.registry"]._registry  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gcsfs", None)  # `import gcsfs` raises ImportError
+    for protocol in ("gs", "gcs"):
+        monkeypatch.delitem(loaded, protocol, raising=False)

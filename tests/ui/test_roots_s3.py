@@ -21,6 +21,7 @@ from airflow_lake.ui.links import LakeTableLink
 from airflow_lake.ui.roots import BadTableRef, configured_roots, find_tables, relative_to_root, resolve
 from airflow_lake.ui.svg import layout_svg
 from tests.s3_server import S3Server
+from tests.stores import without_gcsfs
 
 BUCKETED = {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"], "bucket": {"columns": ["id"], "count": 4}}
 
@@ -80,9 +81,11 @@ def test_tables_under_a_store_root_resolve_to_their_urls(s3_server: S3Server, la
 
 
 def test_a_store_that_cannot_be_read_hides_no_other_root(lake: dict[str, Any], tmp_path: Path,
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+                                                         caplog: pytest.LogCaptureFixture,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    without_gcsfs(monkeypatch)
     LakeTable.create(str(tmp_path / "local"), {"schema": "id BIGINT"})
-    roots = ["gs://bucket/lake", str(tmp_path), lake["root"]]  # gcsfs is not installed here
+    roots = ["gs://bucket/lake", str(tmp_path), lake["root"]]  # gcsfs made uninstalled above
     assert [t.ref for t in find_tables(roots)] == ["1/local", "2/dims/users", "2/ods/sales"]
     assert "gs://bucket/lake cannot be listed" in caplog.text and "airflow-lake[gcs]" in caplog.text
     with pytest.raises(LakeSpecError, match="gcsfs"):
