@@ -244,14 +244,18 @@ def s3_store(server: S3Server) -> StoreServer:
     return StoreServer("s3", server.url, server.endpoint, env, "moto", server.counter, server, server.client)
 
 
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest) -> StoreServer:
-    """Each store server in turn (S3, GCS, Azure)."""
-    name = request.param
+def server_of(request: pytest.FixtureRequest, name: str) -> StoreServer:
+    """The run's server of one store (s3, gcs, azure), from a fixture's request."""
     if name == "s3":
         return s3_store(request.getfixturevalue("s3_server"))
     server: StoreServer = request.getfixturevalue(f"{name}_server")
     return server
+
+
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest) -> StoreServer:
+    """Each store server in turn (S3, GCS, Azure)."""
+    return server_of(request, request.param)
 
 
 @pytest.fixture
@@ -263,11 +267,10 @@ def store_root(store: StoreServer) -> str:
 def without_gcsfs(monkeypatch: pytest.MonkeyPatch) -> None:
     """For the test: gcsfs as if it were not installed (it is, for the GCS tests): its import fails, and fsspec
     forgets the class it may have loaded already."""
+    import importlib
     import sys
 
-    import fsspec.registry  # (`fsspec.registry` names a mapping; the module is sys.modules["fsspec.registry"])
-
-    loaded = sys.modules["fsspec.registry"]._registry  # type: ignore[attr-defined]
+    loaded = importlib.import_module("fsspec.registry")._registry  # (`fsspec.registry` is also a mapping's name)
     monkeypatch.setitem(sys.modules, "gcsfs", None)  # `import gcsfs` raises ImportError
     for protocol in ("gs", "gcs"):
         monkeypatch.delitem(loaded, protocol, raising=False)
