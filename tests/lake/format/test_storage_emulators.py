@@ -130,3 +130,42 @@ def test_a_missing_bucket_is_an_error_not_an_empty_table(store: StoreServer) -> 
     url = store.url.replace(BUCKET, "no-such-bucket") + "/t"
     with pytest.raises((LakeError, OSError)):
         LakeTable.open(url)
+
+
+def lost_answer(store: StoreServer) -> Exception:
+    """What the store's client raises when its upload landed and no answer came back (after its own retries): gcsfs's
+    HttpError for a 503, the Azure SDK's ServiceResponseError for a dropped connection. Neither is an OSError."""
+    if store.name == "gcs":
+        from gcsfs.retry import HttpError
+
+        return HttpError({"code": 503, "message": "Service Unavailable"})
+    from azure.core.exceptions import ServiceResponseError
+
+    return ServiceResponseError("Connection aborted: the connection was reset before a response")
+
+
+@pytest.mark.parametrize("store", ["gcs", "azure"], indirect=True)
+def test_a_create_whose_answer_was_lost_is_read_back(store: StoreServer, store_root: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The upload landed, the client raised its own error (not an OSError): the key is read back, and our bytes
+    there are our win — the writer must not abort an entry that is committed. Another error with no key is raised
+    as it came."""
+    table = Storage(store_root)
+    fs = table.filesystem
+    landed = fs.pipe_file
+
+    def lossy(path: str, data: bytes, **kwargs: object) -> None:
+        landed(path, data, **kwargs)
+        raise lost_answer(store)
+
+    monkeypatch.setattr(fs, "pipe_file", lossy)
+    assert table.create_json("_lake/log/a.json", {"who": "one"})  # landed: read back, ours
+    assert not table.create_json("_lake/log/a.json", {"who": "other"})  # exists: the store's own answer
+
+    def failing(path: str, data: bytes, **kwargs: object) -> None:
+        raise lost_answer(store)
+
+    monkeypatch.setattr(fs, "pipe_file", failing)
+    with pytest.raises(type(lost_answer(store))):
+        table.create_json("_lake/log/b.json", {"who": "one"})  # nothing landed: the error, as it came
+
