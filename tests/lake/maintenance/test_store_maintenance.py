@@ -1,5 +1,6 @@
 """Maintenance on object stores (S3, GCS and Azure: real servers on 127.0.0.1, `tests/stores.py`; data files written
-to the store through fsspec, no Spark): clean deletes the removed files past the retention on the store, orphan
+to the store through fsspec, no Spark): clean deletes the removed files past the retention on the store and expires
+the log, orphan
 removal walks the prefix and ages files by their LastModified (never a live file, a pending writer's, another
 table's or a hidden one), and clustering is planned from metadata alone (not one request for a data file)."""
 
@@ -8,14 +9,17 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import pytest
+
 from airflow_lake.jobs.runner import run
-from airflow_lake.lake import DataFile, LakeTable
+from airflow_lake.lake import DataFile, LakeSnapshotNotFound, LakeTable
 from airflow_lake.lake.clustering.timeline import pending_plans
 from airflow_lake.lake.format import instants, paths
 from airflow_lake.lake.format.instants import STAGING
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.maintenance.clean import clean
 from airflow_lake.lake.maintenance.orphans import remove_orphan_files
+from tests.lake.format.test_log_open import build
 from tests.lake.lake_core_helpers import data_file, live_paths, make_table
 from tests.s3_server import S3Server
 from tests.stores import StoreServer
@@ -176,3 +180,24 @@ def test_clustering_is_planned_from_metadata_alone(s3_server: S3Server, s3_root:
     again = run(None, "schedule_clustering", {"table": s3_root, "request_id": "plan-1"})
     assert again["plan_id"] == out["plan_id"] and again["existing_plan"]
     print("requests of one schedule_clustering on S3:", sum(counts.values()), sorted(counts.items()))
+
+
+def test_clean_expires_the_log_on_the_store(store: StoreServer, store_root: str) -> None:
+    """Log retention on a store: entries older than `log.retain.hours` that a checkpoint covers are deleted, oldest
+    first (entry 0 kept); a fresh reader opens from the checkpoint, time travel within the retention works, and a
+    snapshot before it is the named error."""
+    # entry i completed 40 - i hours ago: entries 1..19 are older than 20.5 h; a checkpoint every 10, 2 kept
+    build(store_root, 40, interval=10, keep=2, hours_apart=1.0,
+          properties={"log.retain.hours": "20.5", "clean.retain.hours": "1"})
+    table = LakeTable(store_root)
+    expected = {seq: set(table.state(seq).files) for seq in (19, 25, 40)}
+    entry = clean(table)
+    assert entry is not None and entry.metadata["log_starts_at"] == 19
+    assert entry.metrics["log_entries_expired"] == 18
+    logged = sorted(s for s in map(paths.seq_of, table.storage.list_dir(paths.LOG)) if s is not None)
+    assert logged == [0, *range(19, 42)]
+    fresh = LakeTable(store_root)
+    assert fresh.commit_log.start() == 19 and fresh.commit_log.head() == 41
+    assert all(set(fresh.state(seq).files) == files for seq, files in expected.items())
+    with pytest.raises(LakeSnapshotNotFound, match="older than the log keeps"):
+        fresh.snapshot(5)
