@@ -1,8 +1,8 @@
 """Maintenance on object stores (S3, GCS and Azure: real servers on 127.0.0.1, `tests/stores.py`; data files written
 to the store through fsspec, no Spark): clean deletes the removed files past the retention on the store and expires
-the log, orphan
-removal walks the prefix and ages files by their LastModified (never a live file, a pending writer's, another
-table's or a hidden one), and clustering is planned from metadata alone (not one request for a data file)."""
+the log, orphan removal walks the prefix and ages files by their LastModified (never a live file, a pending
+writer's, another table's or a hidden one), and clustering is planned from metadata alone (not one request for a
+data file)."""
 
 from __future__ import annotations
 
