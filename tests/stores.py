@@ -6,10 +6,11 @@ Azure Blob Storage (Azurite, from the npm registry, fetched once per machine by 
 What each honours (raw proofs in `tests/lake/format/test_storage_emulators.py`, S3's in `test_storage_s3.py`):
 * fake-gcs-server 1.54: an upload with `ifGenerationMatch=0` is refused (412) once the object exists — on the
   multipart upload gcsfs sends for a file under 50 MB (every metadata file); its simple `uploadType=media` upload
-  ignores the condition (never sent by gcsfs). Its backends create an object under one mutex (check and store
-  together): 16 racing creates give exactly one 200.
-* Azurite 3.37: Put Blob with `If-None-Match: *` answers 409 BlobAlreadyExists once the blob exists; the check and
-  the insert of the blob's record run in one turn of Node's single-threaded event loop: atomic.
+  ignores the condition (never sent by gcsfs). Its in-memory backend (`internal/backend/memory.go`,
+  `CreateObject`) checks the condition and stores the object under one mutex: 16 racing creates, one 200.
+* Azurite 3.37: Put Blob with `If-None-Match: *` answers 409 BlobAlreadyExists once the blob exists; its in-memory
+  store (`LokiBlobMetadataStore.createBlob`) looks the blob up, checks the condition and inserts the record with
+  no `await` in between, in one turn of Node's single-threaded event loop: atomic.
 * gcp-storage-emulator (PyPI, tried and not used): ignores `ifGenerationMatch=0` (a second create of one key
   answers 200 and overwrites it) and resets connections under 16 concurrent uploads — a double win: unusable.
 
