@@ -14,6 +14,7 @@ import pytest
 
 from tests.jvm_archive import SHORT_JVM, jvm_options
 from tests.s3_server import s3_root, s3_server  # noqa: F401  (fixtures: an S3 server on 127.0.0.1)
+from tests.stores import azure_server, gcs_server, store, store_root  # noqa: F401  (GCS and Azure emulators too)
 
 if TYPE_CHECKING:
     from tests.connect_server import ConnectServer

@@ -2,7 +2,7 @@
 
 It reads only the table's timeline, in a worker thread (`asyncio.to_thread`): the triggerer's event loop
 never blocks on file I/O. On an object store too: s3fs (gcsfs, adlfs) sends its requests from fsspec's own I/O
-thread and event loop, and the worker thread waits for them (tests/triggers/test_commit_count_s3.py measures the
+thread and event loop, and the worker thread waits for them (tests/triggers/test_commit_count_stores.py measures the
 triggerer's loop while a poll reads a table on S3). The triggerer reaches the store with its own environment:
 the store's credentials and endpoint must be configured for it as for the workers.
 """

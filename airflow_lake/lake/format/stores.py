@@ -290,9 +290,12 @@ def create(fs: Any, path: str, data: bytes) -> bool:
     A PUT that landed may still look failed: its answer was lost (a 500, a reset connection), the client (botocore,
     s3fs) sent it again, and the store answered the resend 412 — or the client gave up with an error. So after a
     412 (or FileExistsError) and after any other error the key is read back: our own bytes mean our create landed
-    (True). This is exact only if no two writers ever create one key with the same bytes: every caller's payload
-    names its writer (a log entry its instant, a requested instant a random nonce, a lock its holder). Bytes of
-    another writer: False; after another error with no key (or an unreadable one): that error, as it came."""
+    (True). "Any other error" is any exception of the store's client, not only an OSError: s3fs translates its
+    errors into OSErrors, but gcsfs raises its HttpError (a 5xx after its retries) and adlfs lets the Azure SDK's
+    errors through (ServiceResponseError: the connection dropped before the answer). This is exact only if no two
+    writers ever create one key with the same bytes: every caller's payload names its writer (a log entry its
+    instant, a requested instant a random nonce, a lock its holder). Bytes of another writer: False; after another
+    error with no key (or an unreadable one): that error, as it came."""
     delay = CONFLICT_BACKOFF
     for attempt in range(CONFLICT_ATTEMPTS):
         if attempt:
@@ -303,7 +306,7 @@ def create(fs: Any, path: str, data: bytes) -> bool:
             return True
         except FileExistsError:
             return _holds(fs, path, data)
-        except OSError as err:
+        except Exception as err:  # not only OSError: gcsfs's HttpError and the Azure SDK's errors are not
             status = _status(err)
             if status == 412:
                 return _holds(fs, path, data)
@@ -346,9 +349,10 @@ def _status(err: BaseException) -> int | None:
                 return 409
             status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             return int(status) if isinstance(status, int) else None
-        status = getattr(seen, "status", None) or getattr(seen, "status_code", None)  # gcsfs / azure errors
-        if isinstance(status, int):
-            return status
+        for name in ("status", "status_code", "code"):  # aiohttp / the Azure SDK / gcsfs's HttpError
+            status = getattr(seen, name, None)
+            if isinstance(status, int) and 100 <= status <= 599:
+                return status
         seen = seen.__cause__ or seen.__context__
     return None
 

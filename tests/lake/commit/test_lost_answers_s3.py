@@ -18,7 +18,7 @@ from airflow_lake.lake import LakeCommitConflict, LakeTable
 from airflow_lake.lake.format import paths, stores
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.storage import Storage
-from tests.lake.commit.test_commits_s3 import leftovers
+from tests.lake.commit.test_commits_stores import leftovers
 from tests.lake.lake_core_helpers import append, data_file, make_table
 from tests.s3_server import S3Server
 

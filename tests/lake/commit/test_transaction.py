@@ -10,6 +10,7 @@ import pytest
 from airflow_lake.lake import LakeSpecError, LakeTable
 from airflow_lake.lake.format import paths
 from tests.lake.lake_core_helpers import append, live_paths, make_table
+from tests.stores import without_gcsfs
 
 
 def test_a_failed_checkpoint_after_the_entry_landed_is_not_a_failed_commit(
@@ -44,9 +45,11 @@ def test_tables_only_on_paths_the_writer_can_write(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("path", "problem"), [
     ("foo://bucket/t", "table: cannot open 'foo://bucket/t'"),
-    ("gs://bucket/t", "table: cannot open 'gs://bucket/t'"),  # gcsfs is not installed (s3fs is, for tests)
+    ("gs://bucket/t", "table: cannot open 'gs://bucket/t'"),  # gcsfs made uninstalled below
 ])
-def test_unknown_or_uninstalled_stores_are_a_spec_error(path: str, problem: str) -> None:
+def test_unknown_or_uninstalled_stores_are_a_spec_error(path: str, problem: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    without_gcsfs(monkeypatch)
     with pytest.raises(LakeSpecError, match=problem):
         LakeTable.create(path, {"schema": "id BIGINT"})
     with pytest.raises(LakeSpecError, match=problem):

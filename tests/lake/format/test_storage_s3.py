@@ -18,6 +18,7 @@ from airflow_lake.lake.format import instants, stores
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.table import LakeTable
 from tests.s3_server import S3Server
+from tests.stores import without_gcsfs
 
 
 def puts(counts: dict[tuple[str, str], int]) -> int:
@@ -199,7 +200,7 @@ def test_a_store_without_a_conditional_write_is_refused() -> None:
     assert "http://" in problem and "s3fs>=2024.12.0" in fix and "gcsfs>=2024.12.0" in fix and "adlfs" in fix
 
 
-def test_old_store_packages_are_refused() -> None:
+def test_old_store_packages_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     problem, fix = stores.refusal("s3://bucket/t", "2024.6.0") or ("", "")
     assert "Amazon S3 through s3fs 2024.6.0 has no atomic create-if-absent" in problem
     assert fix == "pip install 's3fs>=2024.12.0' (the extra airflow-lake[s3])."
@@ -210,7 +211,8 @@ def test_old_store_packages_are_refused() -> None:
     assert stores.refusal("abfss://c@a.dfs.core.windows.net/t", "2024.12.0") is None
     assert stores.refusal("s3://bucket/t", "2025.3.0rc1") is None and stores.version_tuple("2024.12.0") == (2024, 12, 0)
     with pytest.raises(LakeSpecError, match=r"pip install 'airflow-lake\[gcs\]' \(gcsfs>=2024.12.0\)"):
-        Storage("gs://bucket/t")  # gcsfs is not installed here
+        without_gcsfs(monkeypatch)
+        Storage("gs://bucket/t")
 
 
 def test_the_installed_s3fs_passes(s3_root: str) -> None:

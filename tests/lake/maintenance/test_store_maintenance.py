@@ -1,23 +1,28 @@
-"""Maintenance on S3 (a real S3-protocol server, `tests/s3_server.py`; data files written to the store with s3fs,
-no Spark): clean deletes the removed files past the retention on the store, orphan removal walks the prefix and ages
-files by their LastModified (never a live file, a pending writer's, another table's or a hidden one), and clustering
-is planned from metadata alone (not one request for a data file)."""
+"""Maintenance on object stores (S3, GCS and Azure: real servers on 127.0.0.1, `tests/stores.py`; data files written
+to the store through fsspec, no Spark): clean deletes the removed files past the retention on the store and expires
+the log, orphan removal walks the prefix and ages files by their LastModified (never a live file, a pending
+writer's, another table's or a hidden one), and clustering is planned from metadata alone (not one request for a
+data file)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
 
+import pytest
+
 from airflow_lake.jobs.runner import run
-from airflow_lake.lake import DataFile, LakeTable
+from airflow_lake.lake import DataFile, LakeSnapshotNotFound, LakeTable
 from airflow_lake.lake.clustering.timeline import pending_plans
 from airflow_lake.lake.format import instants, paths
 from airflow_lake.lake.format.instants import STAGING
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.maintenance.clean import clean
 from airflow_lake.lake.maintenance.orphans import remove_orphan_files
+from tests.lake.format.test_log_open import build
 from tests.lake.lake_core_helpers import data_file, live_paths, make_table
 from tests.s3_server import S3Server
+from tests.stores import StoreServer
 
 HOUR = 3600.0
 MB = 1024 * 1024
@@ -53,8 +58,21 @@ def next_second() -> float:
     return before + 1.0
 
 
-def test_clean_deletes_removed_files_past_the_retention_on_the_store(s3_server: S3Server, s3_root: str) -> None:
-    table = make_table(s3_root)
+def dry_run_requests(server: S3Server, counts: Counter[tuple[str, str]], root: str, *, never: list[str], lost: str,
+                     orphans: list[str]) -> None:
+    """On S3, where requests are counted: an orphan dry run walks the prefix once and asks the store the age and
+    size of the candidates only; live data is never asked about."""
+    asked = {key for method, key, _ in list(server.counter.recent)[-sum(counts.values()):] if method == "HEAD"}
+    print("requests of an orphan dry run on S3:", sum(counts.values()), sorted(counts.items()))
+    assert not any(method == "GET" for method, kind in counts if kind == "data"), counts
+    prefix = server.key_of(root)
+    assert not {f"{prefix}/{p}" for p in never} & asked  # never asked
+    assert f"{prefix}/{lost}" in asked
+    assert counts[("HEAD", "data")] <= 2 * (len(orphans) + 1), counts  # age (and size) of the candidates only
+
+
+def test_clean_deletes_removed_files_past_the_retention_on_the_store(store: StoreServer, store_root: str) -> None:
+    table = make_table(store_root)
     txn = table.begin("commit", "write")
     f1, f2 = data_file(txn, "a"), data_file(txn, "b")
     for item in (f1, f2):
@@ -73,21 +91,21 @@ def test_clean_deletes_removed_files_past_the_retention_on_the_store(s3_server: 
 
     # the retention ends between the two replaces: f1 goes, f2 (removed later) stays for time travel
     now = (e2.completed_at + e3.completed_at) / 2 + HOUR
-    mark = s3_server.counter.mark()
-    entry = clean(LakeTable.open(s3_root), retain_hours=1, force=True, now=now)
-    counts = s3_server.counter.since(mark)
+    mark = store.counter.mark() if store.counter else Counter()
+    entry = clean(LakeTable.open(store_root), retain_hours=1, force=True, now=now)
+    counts = store.counter.since(mark) if store.counter else Counter()
     assert entry is not None and entry.metadata["deleted"] == [f1.path]
     assert entry.metrics["files_deleted"] == 1 and entry.metrics["bytes_freed"] == len(CONTENT)
     present = keys(table)
     assert f1.path not in present and {f2.path, g1.path, g2.path} <= present
-    assert live_paths(LakeTable.open(s3_root)) == {g1.path, g2.path}
-    # a data file is only asked its size and deleted: never read, listed or copied
+    assert live_paths(LakeTable.open(store_root)) == {g1.path, g2.path}
+    # a data file is only asked its size and deleted: never read, listed or copied (counted on S3)
     assert set(data_requests(counts)) <= {("HEAD", "data"), ("DELETE", "data")}, counts
-    assert clean(LakeTable.open(s3_root), retain_hours=1, force=True, now=now) is None  # nothing left to do
+    assert clean(LakeTable.open(store_root), retain_hours=1, force=True, now=now) is None  # nothing left to do
 
 
-def test_orphans_on_the_store_are_aged_by_last_modified(s3_server: S3Server, s3_root: str) -> None:
-    table = make_table(s3_root, {"clean.retain.hours": "1"})
+def test_orphans_on_the_store_are_aged_by_last_modified(store: StoreServer, store_root: str) -> None:
+    table = make_table(store_root, {"clean.retain.hours": "1"})
     txn = table.begin("commit", "write")
     live = data_file(txn, "a")
     put(table, live)
@@ -110,43 +128,38 @@ def test_orphans_on_the_store_are_aged_by_last_modified(s3_server: S3Server, s3_
     staged_pending = drop(table, f"{STAGING}/{pending}/dt=a/part-0.parquet")
     # another table below this one: create_table refuses that, so one made another way (an older release, a copy):
     # its entry 0 put in place by hand
-    Storage(f"{s3_root}/sub/inner").create_json(paths.log_file(0), table.commit_log.read(0).to_dict())
-    inner = LakeTable.open(f"{s3_root}/sub/inner")
+    Storage(f"{store_root}/sub/inner").create_json(paths.log_file(0), table.commit_log.read(0).to_dict())
+    inner = LakeTable.open(f"{store_root}/sub/inner")
     inner_file = drop(inner, "part-x.parquet")
-    sibling = Storage(f"{s3_root}x")  # a prefix sharing the table's leading characters: never listed with it
+    sibling = Storage(f"{store_root}x")  # a prefix sharing the table's leading characters: never listed with it
     sibling.write_bytes("dt=a/part-y.parquet", b"not ours")
     cutoff = next_second()  # what follows is younger than the cutoff
     fresh = drop(table, "dt=a/just-copied.parquet")
     now = cutoff + HOUR  # older_than_hours=1 before `now`: the keys written before `cutoff` are old enough
     orphans = sorted([lost, stray, *by_hand])
 
-    mark = s3_server.counter.mark()
-    dry = remove_orphan_files(LakeTable.open(s3_root), dry_run=True, now=now)
-    counts = s3_server.counter.since(mark)
+    mark = store.counter.mark() if store.counter else Counter()
+    dry = remove_orphan_files(LakeTable.open(store_root), dry_run=True, now=now)
+    counts = store.counter.since(mark) if store.counter else Counter()
+    if store.s3 is not None:
+        dry_run_requests(store.s3, counts, store_root, never=[live.path, newer.path, in_flight, *hidden], lost=lost,
+                         orphans=orphans)
     assert dry.orphans == tuple(orphans) and dry.staging == (f"{STAGING}/{doomed.instant}",)
     assert dry.nested_tables == ("sub/inner",) and not dry.deleted
     assert dry.bytes == sum(len(table.storage.read_bytes(p)) for p in orphans) + len(b"staged")
-    # one walk of the prefix; the candidates' age and size from the store; live data never asked about
-    asked = {key for method, key, _ in list(s3_server.counter.recent)[-sum(counts.values()):] if method == "HEAD"}
-    print("requests of an orphan dry run on S3:", sum(counts.values()), sorted(counts.items()))
-    assert not any(method == "GET" for method, kind in counts if kind == "data"), counts
-    prefix = s3_server.key_of(s3_root)
-    assert not {f"{prefix}/{p}" for p in (live.path, newer.path, in_flight, *hidden)} & asked  # never asked
-    assert f"{prefix}/{lost}" in asked
-    assert counts[("HEAD", "data")] <= 2 * (len(orphans) + 1), counts  # age (and size) of the candidates only
 
-    result = remove_orphan_files(LakeTable.open(s3_root), now=now, request_id="orphans-1")
+    result = remove_orphan_files(LakeTable.open(store_root), now=now, request_id="orphans-1")
     assert result.deleted and result.orphans == dry.orphans and result.entry is not None
     present = keys(table)
     assert not set(orphans) & present and not any(k.startswith(staged_done.rsplit("/", 2)[0]) for k in present)
     kept = {live.path, newer.path, in_flight, fresh, staged_pending, *hidden}
     assert kept <= present
     assert sibling.exists("dt=a/part-y.parquet")
-    assert inner.storage.exists(inner_file) and LakeTable.open(f"{s3_root}/sub/inner").commit_log.head() == 0
+    assert inner.storage.exists(inner_file) and LakeTable.open(f"{store_root}/sub/inner").commit_log.head() == 0
     entry = result.entry
     assert (entry.action, entry.operation, entry.request_id) == ("clean", "remove_orphan_files", "orphans-1")
     assert entry.metadata["orphans"] == orphans
-    assert remove_orphan_files(LakeTable.open(s3_root), now=now).orphans == ()  # a second run finds nothing
+    assert remove_orphan_files(LakeTable.open(store_root), now=now).orphans == ()  # a second run finds nothing
 
 
 def test_clustering_is_planned_from_metadata_alone(s3_server: S3Server, s3_root: str) -> None:
@@ -244,3 +257,24 @@ def test_orphan_removal_aborts_old_incomplete_uploads_and_deletes_empty_director
     assert {live, *live_markers, hidden, pending_marker} <= present  # markers above live files, hidden, pending
     assert live_paths(LakeTable.open(s3_root)) == {live}
     s3_server.client.abort_multipart_upload(Bucket=s3_server.bucket, Key=sibling, UploadId=sibling_id)
+
+
+def test_clean_expires_the_log_on_the_store(store: StoreServer, store_root: str) -> None:
+    """Log retention on a store: entries older than `log.retain.hours` that a checkpoint covers are deleted, oldest
+    first (entry 0 kept); a fresh reader opens from the checkpoint, time travel within the retention works, and a
+    snapshot before it is the named error."""
+    # entry i completed 40 - i hours ago: entries 1..19 are older than 20.5 h; a checkpoint every 10, 2 kept
+    build(store_root, 40, interval=10, keep=2, hours_apart=1.0,
+          properties={"log.retain.hours": "20.5", "clean.retain.hours": "1"})
+    table = LakeTable(store_root)
+    expected = {seq: set(table.state(seq).files) for seq in (19, 25, 40)}
+    entry = clean(table)
+    assert entry is not None and entry.metadata["log_starts_at"] == 19
+    assert entry.metrics["log_entries_expired"] == 18
+    logged = sorted(s for s in map(paths.seq_of, table.storage.list_dir(paths.LOG)) if s is not None)
+    assert logged == [0, *range(19, 42)]
+    fresh = LakeTable(store_root)
+    assert fresh.commit_log.start() == 19 and fresh.commit_log.head() == 41
+    assert all(set(fresh.state(seq).files) == files for seq, files in expected.items())
+    with pytest.raises(LakeSnapshotNotFound, match="older than the log keeps"):
+        fresh.snapshot(5)

@@ -1,8 +1,12 @@
-"""The `airflow-lake` CLI on tables on S3 (a real S3-protocol server, `tests/s3_server.py`; commits through the
-transaction API with data files written to the store, no Spark): `ls` finds the tables under a prefix with bounded
-listings (never listing a table's own prefix, never touching a data file), and `timeline`, `show`, `files`, `plans`,
-`remove-orphan-files` and `clean` take a table's URL where they take a path, in text and with --json; the installed
-console script reaches the store from the environment alone."""
+"""The `airflow-lake` CLI on tables on object stores (S3, GCS and Azure: real servers on 127.0.0.1,
+`tests/stores.py`; commits through the transaction API with data files written to the store, no Spark): `ls` finds
+the tables under a prefix with bounded listings (never listing a table's own prefix, never touching a data file),
+and `timeline`, `show`, `files`, `plans`, `remove-orphan-files` and `clean` take a table's URL where they take a
+path, in text and with --json; the installed console script reaches the store from the environment alone.
+
+The tables are made once per store (a module fixture); the tests run in this file's order on each, and only
+`test_table_commands_take_a_url`, which runs before the console script's, changes them (its clean deletes a file no
+snapshot from then on has live)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +27,7 @@ from airflow_lake.lake import LakeTable
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.storage import Storage
 from tests.s3_server import S3Server
+from tests.stores import STORES, StoreServer, server_of
 from tests.test_cli import commit as cli_commit
 
 BUCKETED = {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"], "bucket": {"columns": ["id"], "count": 4}}
@@ -49,48 +55,58 @@ def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
     return json.loads(out)
 
 
-@pytest.fixture
-def lake(s3_root: str) -> dict[str, Any]:
+@pytest.fixture(scope="module", params=STORES)
+def lake(request: pytest.FixtureRequest) -> dict[str, Any]:
     """Under one prefix: a bucketed table (ods/sales, with a replace and a pending clustering plan), a plain one
     (plain), a table three levels down (a/b/deep), a prefix of other files (raw/) and a damaged table (broken)."""
-    sales = LakeTable.create(f"{s3_root}/ods/sales", BUCKETED)
+    store = server_of(request, request.param)
+    store_root = store.root()
+    sales = LakeTable.create(f"{store_root}/ods/sales", BUCKETED)
     first = commit(sales, [("a", 10, 1)])
     commit(sales, [("a", 15, 3), ("b", 7, 0)])
     replaced = commit(sales, [("a", 10, 1)], removed=[first.added[0].path], action="replace")
     for _ in range(4):
         commit(sales, [("c", 5, 2)])
     plan = run_job(None, "schedule_clustering", {"table": sales.url, "min_commits": 1})
-    plain = LakeTable.create(f"{s3_root}/plain", PLAIN)
+    plain = LakeTable.create(f"{store_root}/plain", PLAIN)
     commit(plain, [("", 3, None)])
-    deep = LakeTable.create(f"{s3_root}/a/b/deep", PLAIN)
-    Storage(s3_root).write_bytes("raw/2026/01/x.csv", b"1,2")  # other files, no table
-    broken = LakeTable.create(f"{s3_root}/broken", PLAIN)
+    deep = LakeTable.create(f"{store_root}/a/b/deep", PLAIN)
+    Storage(store_root).write_bytes("raw/2026/01/x.csv", b"1,2")  # other files, no table
+    broken = LakeTable.create(f"{store_root}/broken", PLAIN)
     broken.storage.write_bytes("_lake/log/00000000000000000001.json", b"{not json")
-    return {"root": s3_root, "sales": sales, "plain": plain, "deep": deep, "first": first, "replaced": replaced,
-            "plan": plan}
+    return {"root": store_root, "sales": sales, "plain": plain, "deep": deep, "first": first, "replaced": replaced,
+            "plan": plan, "store": store}
+
+
+def ls_requests(server: S3Server, counts: Counter[tuple[str, str]], root: str, by_path: dict[str, Any]) -> None:
+    """On S3, where requests are counted: `ls` read or asked about no data file and listed no table's own prefix
+    (its data); one delimiter listing per prefix outside the tables."""
+    requests = list(server.counter.recent)[-sum(counts.values()):]  # (label, key, status), newest last
+    key = server.key_of(root)
+    tables = [f"{key}/{t}/" for t in by_path]
+    assert not [r for r in requests if r[0] in ("GET", "HEAD") and "/_lake/" not in r[1]], requests
+    assert not [r for r in requests if r[0] == "LIST" and (r[1] in tables or "/dt=" in r[1])], requests
+    assert not any(kind == "data" and method != "LIST" for method, kind in counts), counts
+    # the root, ods/, a/, a/b/, raw/ and the two below it
+    assert counts[("LIST", "data")] == 7, counts
 
 
 def test_ls_finds_the_tables_under_a_prefix_without_touching_their_data(
-        s3_server: S3Server, lake: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+        lake: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     root = lake["root"]
-    mark = s3_server.counter.mark()
+    s3_server: S3Server | None = lake["store"].s3
+    mark = s3_server.counter.mark() if s3_server else Counter()
     data = cli_json(capsys, "ls", root)
-    counts = s3_server.counter.since(mark)
-    requests = list(s3_server.counter.recent)[-sum(counts.values()):]  # (label, key, status), newest last
+    if s3_server is not None:
+        counts = s3_server.counter.since(mark)
     assert data["root"] == root
     assert [t["path"] for t in data["tables"]] == ["a/b/deep", "broken", "ods/sales", "plain"]
     by_path = {t["path"]: t for t in data["tables"]}
     assert by_path["ods/sales"]["url"] == f"{root}/ods/sales" and by_path["ods/sales"]["error"] is None
     assert by_path["ods/sales"]["totals"]["files"] == 7 and by_path["plain"]["totals"]["rows"] == 3
     assert "00000000000000000001.json" in by_path["broken"]["error"]
-    # no data file was read or asked about, and no table's own prefix (its data) was listed
-    key = s3_server.key_of(root)
-    tables = [f"{key}/{t}/" for t in by_path]
-    assert not [r for r in requests if r[0] in ("GET", "HEAD") and "/_lake/" not in r[1]], requests
-    assert not [r for r in requests if r[0] == "LIST" and (r[1] in tables or "/dt=" in r[1])], requests
-    assert not any(kind == "data" and method != "LIST" for method, kind in counts), counts
-    # one delimiter listing per prefix outside the tables: the root, ods/, a/, a/b/, raw/ and the two below it
-    assert counts[("LIST", "data")] == 7, counts
+    if s3_server is not None:
+        ls_requests(s3_server, counts, root, by_path)
     code, out, err = cli(capsys, "ls", root)
     assert code == 0 and out.splitlines()[0] == root
     assert [line.split()[0] for line in out.splitlines()[2:6]] == ["a/b/deep", "broken", "ods/sales", "plain"]
@@ -140,14 +156,18 @@ def test_table_commands_take_a_url(lake: dict[str, Any], capsys: pytest.CaptureF
 
 
 def test_the_console_script_reaches_the_store_from_the_environment(lake: dict[str, Any], tmp_path: Path) -> None:
-    """What a shell user runs: the store is found through the AWS_* environment (the fixture's endpoint); without
+    """What a shell user runs: the store is found through the environment its fsspec package reads (the AWS_*
+    variables; STORAGE_EMULATOR_HOST; AZURE_STORAGE_CONNECTION_STRING: `StoreServer.env`); on S3 without
     credentials the command says so (exit code 2), not with a traceback."""
-    env = {k: v for k, v in os.environ.items() if k.startswith(("AWS_", "PATH", "PYTHON", "LANG"))}
-    env["HOME"] = str(tmp_path)  # no ~/.aws
+    store: StoreServer = lake["store"]
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PATH", "PYTHON", "LANG"))}
+    env.update(store.env, HOME=str(tmp_path))  # no ~/.aws, no ~/.config
     done = subprocess.run([str(AIRFLOW_LAKE), "ls", lake["root"], "--json"], capture_output=True, text=True,
                           env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert [t["path"] for t in json.loads(done.stdout)["tables"]] == ["a/b/deep", "broken", "ods/sales", "plain"]
+    if store.name != "s3":
+        return
     anonymous = {k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     done = subprocess.run([str(AIRFLOW_LAKE), "show", lake["sales"].url, "--json"], capture_output=True,
                           text=True, env=anonymous, timeout=120, check=False)
@@ -156,14 +176,25 @@ def test_the_console_script_reaches_the_store_from_the_environment(lake: dict[st
     assert "the store could not be reached (NoCredentialsError" in message and "AWS_ACCESS_KEY_ID" in message
 
 
-def test_the_store_may_be_configured_through_fsspec_instead(s3_server: S3Server, lake: dict[str, Any],
-                                                            tmp_path: Path) -> None:
-    """fsspec's own configuration (FSSPEC_S3 as JSON, or ~/.config/fsspec/s3.json) serves as well as botocore's
-    environment: here it alone names the endpoint and the credentials."""
+def fsspec_config(store: StoreServer) -> dict[str, str]:
+    """fsspec's own configuration of the store's package (FSSPEC_<PROTOCOL> as JSON, as ~/.config/fsspec/<protocol>
+    .json would hold it), naming the endpoint and the credentials alone."""
+    if store.name == "s3":
+        return {"AWS_EC2_METADATA_DISABLED": "true", "FSSPEC_S3": json.dumps(
+            {"endpoint_url": store.endpoint, "key": "testing", "secret": "testing",
+             "client_kwargs": {"region_name": "us-east-1"}})}
+    if store.name == "gcs":  # (gcsfs's gRPC lookup of the bucket's type is off for an emulator: tests/stores.py)
+        return {"GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+                "FSSPEC_GS": json.dumps({"endpoint_url": store.endpoint, "token": "anon"})}
+    return {"FSSPEC_ABFS": json.dumps({"connection_string": store.env["AZURE_STORAGE_CONNECTION_STRING"]})}
+
+
+def test_the_store_may_be_configured_through_fsspec_instead(lake: dict[str, Any], tmp_path: Path) -> None:
+    """fsspec's own configuration serves as well as the store client's environment (botocore's AWS_* variables,
+    STORAGE_EMULATOR_HOST, AZURE_STORAGE_CONNECTION_STRING): here it alone names the endpoint and the
+    credentials (for az:// URLs too: they are served by adlfs's `abfs` protocol)."""
     env = {k: v for k, v in os.environ.items() if k.startswith(("PATH", "PYTHON", "LANG"))}
-    env.update(HOME=str(tmp_path), AWS_EC2_METADATA_DISABLED="true", FSSPEC_S3=json.dumps(
-        {"endpoint_url": s3_server.endpoint, "key": "testing", "secret": "testing",
-         "client_kwargs": {"region_name": "us-east-1"}}))
+    env.update(fsspec_config(lake["store"]), HOME=str(tmp_path))
     done = subprocess.run([str(AIRFLOW_LAKE), "timeline", lake["sales"].url, "--json"], capture_output=True,
                           text=True, env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stderr

@@ -1,10 +1,13 @@
-"""The commit protocol on S3 (a real S3-protocol server, `tests/s3_server.py`; data files only described in log
-entries, as `benchmarks/bench_lake_page.py` builds tables): create, commit, checkpoints, time travel, recovery of a
+"""The commit protocol on object stores — S3, Google Cloud Storage and Azure Blob Storage, each a real server on
+127.0.0.1 (`tests/stores.py`: moto's S3 server, fake-gcs-server, Azurite); data files only described in log
+entries, as `benchmarks/bench_lake_page.py` builds tables: create, commit, checkpoints, time travel, recovery of a
 dead writer, a live writer kept alive by its heartbeat — and 16 writers racing for the same log entry, in threads
 over several rounds and across 4 processes, forced to collide: each writer reads the head, then all wait at a barrier
 between that read and their append, so all 16 append the same sequence number. Exactly one wins each time; the
 others retry at the next number (appends) or get the retryable conflict (replaces of one file); nothing is lost or
-doubled. (The server cannot give a double win by itself: `test_storage_s3.test_the_server_cannot_give_a_double_win`.)
+doubled. (No server can give a double win by itself: `test_storage_s3.test_the_server_cannot_give_a_double_win`,
+`test_storage_emulators.test_*_gives_exactly_one_win_to_racing_conditional_creates`.) The race across processes
+runs on S3 alone (each process pays its interpreter's start; the protocol is the same on every store).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from airflow_lake.lake.format import instants, paths
 from airflow_lake.lake.format.log import LogEntry
 from tests.lake.lake_core_helpers import append, data_file, live_paths, make_table
 from tests.s3_server import S3Server
+from tests.stores import StoreServer
 
 WRITERS = 16
 ROUNDS = 2  # of racing appends; then one round of racing replaces of one file
@@ -59,19 +63,21 @@ def requests_per_commit(server: S3Server, table: LakeTable, commits: int) -> Cou
     return server.counter.since(mark)
 
 
-def test_a_table_on_s3_commits_checkpoints_and_reads_back(s3_server: S3Server, s3_root: str) -> None:
-    table = make_table(s3_root, {"checkpoint.interval": "3"})
+def test_a_table_on_a_store_commits_checkpoints_and_reads_back(store: StoreServer, store_root: str) -> None:
+    table = make_table(store_root, {"checkpoint.interval": "3"})
     assert table.storage.walk_files("") == [  # and no probe key left (the create is published as Delta version 0)
         "_delta_log/00000000000000000000.json", "_lake/log/00000000000000000000.json"]
     added = [append(table, day)[1][0].path for day in ("a", "b", "c", "a")]
-    reopened = LakeTable.open(s3_root)  # a fresh client
+    reopened = LakeTable.open(store_root)  # a fresh client
     assert reopened.commit_log.head() == 4 and live_paths(reopened) == set(added)
     assert live_paths(reopened, 2) == set(added[:2])  # time travel
     assert reopened.storage.list_dir(paths.CHECKPOINTS) == ["00000000000000000003.parquet"]
     assert reopened.storage.read_json(paths.LAST_CHECKPOINT)["seq"] == 3
     assert [i.state for i in reopened.timeline()] == ["completed"] * 5
     assert leftovers(reopened) == []
-    counts = requests_per_commit(s3_server, table, 5)
+    if store.s3 is None:
+        return
+    counts = requests_per_commit(store.s3, table, 5)
     per_commit = {k: round(v / 5, 1) for k, v in sorted(counts.items())}
     print(f"requests per append commit on S3: {sum(counts.values()) / 5:.1f} {per_commit}")
     assert not any(kind == "data" for _, kind in counts)  # metadata only: nothing moved, copied or renamed
@@ -79,6 +85,8 @@ def test_a_table_on_s3_commits_checkpoints_and_reads_back(s3_server: S3Server, s
 
 
 def test_a_dead_writer_is_rolled_back_and_a_live_one_kept(s3_server: S3Server, s3_root: str) -> None:
+    """On S3 alone (it waits out a real timeout); every store rolls a dead writer back in
+    `test_a_dead_writer_is_rolled_back_once_its_heartbeat_stood_still_for_the_timeout`, on an injected clock."""
     # heartbeats every 0.2 s, dead after 3 s without one (a beat on S3 is two requests: room for a busy machine)
     table = make_table(s3_root, {"heartbeat.timeout.seconds": "3"})
     dead = instants.request(table.storage, "commit", "write", {}, None, not_before=None, finished=table.is_finished)
@@ -99,14 +107,14 @@ def test_a_dead_writer_is_rolled_back_and_a_live_one_kept(s3_server: S3Server, s
     assert mine.path in live_paths(LakeTable(s3_root)) and leftovers(fresh) == []
 
 
-def test_the_clustering_schedule_lock_excludes_on_s3(s3_root: str) -> None:
+def test_the_clustering_schedule_lock_excludes_on_a_store(store_root: str) -> None:
     from airflow_lake.lake.clustering import schedule
 
-    table = make_table(s3_root)
+    table = make_table(store_root)
     acquired = threading.Event()
 
     def second_scheduler() -> None:
-        with schedule._schedule_lock(LakeTable(s3_root)):
+        with schedule._schedule_lock(LakeTable(store_root)):
             acquired.set()
 
     with schedule._schedule_lock(table):  # an exclusive create of the lock's key
@@ -118,8 +126,8 @@ def test_the_clustering_schedule_lock_excludes_on_s3(s3_root: str) -> None:
     assert not table.storage.exists(schedule.LOCK)
 
 
-def test_sixteen_writers_racing_in_threads(s3_server: S3Server, s3_root: str) -> None:
-    LakeTable.create(s3_root, {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"], "properties": RACE})
+def test_sixteen_writers_racing_in_threads(store: StoreServer, store_root: str) -> None:
+    LakeTable.create(store_root, {"schema": "id BIGINT, dt STRING", "partition_by": ["dt"], "properties": RACE})
     rounds = ROUNDS + 1
     start, end = threading.Barrier(WRITERS, timeout=300), threading.Barrier(WRITERS, timeout=300)
     firsts: dict[str, tuple[int, bool]] = {}
@@ -127,10 +135,9 @@ def test_sixteen_writers_racing_in_threads(s3_server: S3Server, s3_root: str) ->
     instants_of: dict[tuple[int, int], str] = {}
     shared: dict[str, str] = {}
     errors: list[BaseException] = []
-    mark = s3_server.counter.mark()
 
     def writer(i: int) -> None:
-        table = LakeTable(s3_root)  # its own client (fsspec keeps one per thread)
+        table = LakeTable(store_root)  # its own client (fsspec keeps one per thread)
         for r in range(rounds):
             start.wait()
             try:
@@ -150,6 +157,7 @@ def test_sixteen_writers_racing_in_threads(s3_server: S3Server, s3_root: str) ->
             end.wait()
 
     barrier = threading.Barrier(WRITERS)
+    mark = store.counter.mark() if store.counter else Counter()
     started = time.perf_counter()
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(WRITERS)]
     for t in threads:
@@ -162,7 +170,7 @@ def test_sixteen_writers_racing_in_threads(s3_server: S3Server, s3_root: str) ->
         tried = [firsts[f"{r}-{i}"] for i in range(WRITERS)]
         assert len({seq for seq, _ in tried}) == 1, tried
         assert sum(won for _, won in tried) == 1, tried
-    table = LakeTable(s3_root)
+    table = LakeTable(store_root)
     head = table.commit_log.head()
     entries = list(table.commit_log.entries(0))
     commits = [e for e in entries if e.action in ("commit", "replace")]
@@ -182,8 +190,8 @@ def test_sixteen_writers_racing_in_threads(s3_server: S3Server, s3_root: str) ->
     assert rolled == sorted(instants_of[(ROUNDS, i)] for i in range(WRITERS) if i not in winners)
     assert len(live_paths(table)) == ROUNDS * WRITERS  # one of the appended files replaced by one
     assert shared["victim"] not in live_paths(table) and leftovers(table) == []
-    counts = s3_server.counter.since(mark)
-    print(f"16 racing writers in threads on S3: {head} entries in {elapsed:.1f} s, "
+    counts = store.counter.since(mark) if store.counter else Counter()
+    print(f"16 racing writers in threads on {store.name}: {head} entries in {elapsed:.1f} s, "
           f"{sum(counts.values())} requests ({sum(counts.values()) / head:.0f} per entry)", sorted(counts.items()))
 
 
@@ -241,22 +249,22 @@ def test_sixteen_writers_racing_in_four_processes(s3_server: S3Server, s3_root: 
     assert len(live_paths(table)) == 1 + WRITERS and leftovers(table) == []
 
 
-def test_a_table_is_never_created_inside_or_above_another_on_s3(s3_root: str) -> None:
+def test_a_table_is_never_created_inside_or_above_another_on_a_store(store_root: str) -> None:
     """As on disk: a table under another table's prefix, or above one, would share its files (and a vacuum of
     either would delete the other's data); refused before anything is written."""
     from airflow_lake.lake.errors import LakeSpecError
     from airflow_lake.lake.format.storage import Storage
 
     spec = {"schema": "id BIGINT"}
-    LakeTable.create(f"{s3_root}/outer", spec)
+    LakeTable.create(f"{store_root}/outer", spec)
     with pytest.raises(LakeSpecError, match=r"lies inside the lake table .*/outer'"):
-        LakeTable.create(f"{s3_root}/outer/inner", spec)
+        LakeTable.create(f"{store_root}/outer/inner", spec)
     with pytest.raises(LakeSpecError, match=r"holds the lake table .*/outer"):
-        LakeTable.create(s3_root, spec)
-    assert not Storage(f"{s3_root}/outer/inner").exists(paths.META)  # nothing written for the refused tables
-    assert Storage(s3_root).list_dir(paths.META) == []
-    LakeTable.create(f"{s3_root}/sibling", spec)  # a sibling prefix is fine (s3://.../outer is not its parent)
-    LakeTable.create(f"{s3_root}/outer2", spec)
+        LakeTable.create(store_root, spec)
+    assert not Storage(f"{store_root}/outer/inner").exists(paths.META)  # nothing written for the refused tables
+    assert Storage(store_root).list_dir(paths.META) == []
+    LakeTable.create(f"{store_root}/sibling", spec)  # a sibling prefix is fine (s3://.../outer is not its parent)
+    LakeTable.create(f"{store_root}/outer2", spec)
 
 
 # -- liveness without comparing clocks ---------------------------------------------------------------------------
@@ -307,15 +315,17 @@ def test_a_live_writer_whose_clock_runs_behind_is_never_rolled_back(s3_server: S
 
 
 def test_a_dead_writer_is_rolled_back_once_its_heartbeat_stood_still_for_the_timeout(
-        s3_server: S3Server, s3_root: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        store: StoreServer, store_root: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A writer (of this host's live process: only its heartbeat tells) that stopped beating, its stamps an hour
     old: the next begin watches its heartbeat stand still for the timeout on the reader's own clock (injected:
     the test does not wait), then rolls it back."""
-    table = make_table(s3_root, {"heartbeat.timeout.seconds": "30"})
+    table = make_table(store_root, {"heartbeat.timeout.seconds": "30"})
     real = time.time
     monkeypatch.setattr(time, "time", lambda: real() - BEHIND)  # the dead writer's clock, while it writes
     dead = instants.request(table.storage, "commit", "write", {}, None, not_before=None, finished=table.is_finished)
     instants.mark_inflight(table.storage, dead, 0)
+    instants.write_manifest(table.storage, dead, ["dt=a/part-dead.parquet"])
+    table.storage.write_bytes("dt=a/part-dead.parquet", b"PAR1")  # written, never committed
     monkeypatch.setattr(time, "time", real)
     clock = [0.0]
     looks: list[float] = []
@@ -326,8 +336,10 @@ def test_a_dead_writer_is_rolled_back_once_its_heartbeat_stood_still_for_the_tim
 
     monkeypatch.setattr(instants, "_monotonic", lambda: clock[0])
     monkeypatch.setattr(instants, "_pause", pause)
-    append(LakeTable(s3_root), "a")  # begin() watches, then rolls it back
-    [rollback, _] = LakeTable(s3_root).commit_log.entries(0)
+    append(LakeTable(store_root), "a")  # begin() watches, then rolls it back
+    [rollback, _] = LakeTable(store_root).commit_log.entries(0)
     assert rollback.rolled_back == (dead,) and "writer dead" in rollback.metadata["reason"]
     assert clock[0] >= 30 and len(looks) >= 10  # it watched the heartbeat for the whole timeout
-    assert LakeTable(s3_root).storage.list_dir(paths.PENDING) == []
+    fresh = LakeTable(store_root)
+    assert fresh.storage.list_dir(paths.PENDING) == [] and not fresh.storage.exists("dt=a/part-dead.parquet")
+    assert leftovers(fresh) == []
