@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from airflow_lake.lake.errors import LakeSchemaError, LakeSpecError
+from airflow_lake.lake.format import stores
 from airflow_lake.lake.sources import nanos
 from airflow_lake.lake.sources.untyped import untyped_nulls
 from airflow_lake.lake.spark.schema import check_columns, spark_type
@@ -163,13 +164,16 @@ def read_files(spark: SparkSession, path: str, fmt: str, options: Mapping[str, s
 
     opts = {k: v for k, v in options.items() if k.lower() != "mode"}
     mode = read_mode(options, field)
+    # Spark reads a store's files through its Hadoop file system: `s3://b/k` as `s3a://b/k` (as a table's own
+    # files are handed to it); messages keep the user's spelling
+    files = stores.hadoop_url(path)
     try:
         refuse_listed_lake_files(spark, path, opts, f"{field}.path")
         if fmt == "csv":
             return _read_csv(spark, path, opts, mode, spec=spec, field=field, optional=optional)
         if fmt == "json":
             return _read_json(spark, path, opts, mode, spec=spec, field=field, optional=optional)
-        df = spark.read.options(**opts).format(fmt).load(path)
+        df = spark.read.options(**opts).format(fmt).load(files)
         return untyped_nulls(df, path) if fmt == "parquet" else df
     except AnalysisException as err:
         raise _read_error(err, path, fmt, field) from err
@@ -218,7 +222,8 @@ def _read_csv(spark: SparkSession, path: str, opts: dict[str, str], mode: str, *
               field: str, optional: Collection[str] = ()) -> DataFrame:
     header = _is_true(_option(opts, "header"), True)
     base = {k: v for k, v in opts.items() if k.lower() not in ("header", "inferschema", "enforceschema")}
-    first = spark.read.options(**base).option("header", "false").csv(path).limit(1).collect()
+    files = stores.hadoop_url(path)  # what Spark reads (see `read_files`); messages name `path`
+    first = spark.read.options(**base).option("header", "false").csv(files).limit(1).collect()
     if not first:
         raise LakeSpecError(f"{field}.path", f"no csv data in {path!r} (an empty directory or only empty files).",
                             "Point it at the files to write, or skip the write when there are none.")
@@ -236,21 +241,22 @@ def _read_csv(spark: SparkSession, path: str, opts: dict[str, str], mode: str, *
     reader = spark.read.options(**base).option("header", str(header).lower())
     if header:
         reader = reader.option("enforceSchema", "false")  # every file's header must match, not only the first
-    return _strict(_typed(reader, names, mode, spec).csv(path), names, mode, spec, "CSV")
+    return _strict(_typed(reader, names, mode, spec).csv(files), names, mode, spec, "CSV")
 
 
 def _read_json(spark: SparkSession, path: str, opts: dict[str, str], mode: str, *, spec: TableSpec,
                field: str, optional: Collection[str] = ()) -> DataFrame:
     base = {k: v for k, v in opts.items() if k.lower() != "columnnameofcorruptrecord"}
     # a schema-less read sees every key of every record, so a misspelt key is found, not dropped
-    inferred = spark.read.options(**base).json(path).schema
+    files = stores.hadoop_url(path)  # what Spark reads (see `read_files`); messages name `path`
+    inferred = spark.read.options(**base).json(files).schema
     names = [f.name for f in inferred.fields if f.name != "_corrupt_record"]
     if not names:
         raise LakeSpecError(f"{field}.path", f"no json records in {path!r}.",
                             "Point it at files of JSON objects, one per line (or set options.multiLine 'true').")
     check_columns(names, spec, "the JSON keys", fix="name the keys as the table's columns", optional=optional)
     reader = spark.read.options(**base)
-    return _strict(_typed(reader, names, mode, spec).json(path), names, mode, spec, "JSON")
+    return _strict(_typed(reader, names, mode, spec).json(files), names, mode, spec, "JSON")
 
 
 def _typed(reader: DataFrameReader, names: list[str], mode: str, spec: TableSpec) -> DataFrameReader:
