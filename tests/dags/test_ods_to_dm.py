@@ -66,8 +66,10 @@ def dags_test(env: dict[str, str], dag_id: str, day: str, conf: dict[str, Any]) 
     result = subprocess.run([AIRFLOW, "dags", "test", dag_id, day, "-c", json.dumps(conf)], env=env,
                             capture_output=True, text=True, timeout=1200, check=False)
     log = result.stdout + result.stderr
-    assert result.returncode == 0, log[-6000:]
-    assert "failed" not in _states(log), log[-6000:]
+    failed = log.find("Task failed with exception")  # the first failed task's error, then how the run ended
+    detail = log[failed:failed + 4000] + "\n...\n" if failed >= 0 else ""
+    assert result.returncode == 0, detail + log[-6000:]
+    assert "failed" not in _states(log), detail + log[-6000:]
     return log
 
 
@@ -232,15 +234,23 @@ def test_pipeline_with_its_lake_on_s3_gives_the_tables_of_the_run_on_local_disk(
         assert sorted(operations(f"{root}/lake/{name}")) == sorted(operations(f"{local_run.lake}/{name}")), name
     # Spark wrote the data files (S3A's multipart uploads) and renamed none (S3A renames by copying)
     assert requests[("PUT", "data")] > 0 and requests[("COPY", "data")] == 0, requests
-    landed = s3_server.client.list_objects_v2(Bucket=s3_server.bucket, Prefix=s3_server.key_of(f"{root}/landing/"))
-    assert landed["KeyCount"] > 0  # the source files were on the store too (the `land` task wrote them there)
-    # every table's Delta log is on the store, read there by delta-rs: the rows of the table (primary-key tables as
-    # of their compaction)
+    keys = [o["Key"] for page in s3_server.client.get_paginator("list_objects_v2").paginate(
+        Bucket=s3_server.bucket, Prefix=s3_server.key_of(root) + "/") for o in page.get("Contents", [])]
+    assert any("/landing/" in key for key in keys)  # the source files were on the store too (the `land` task)
+    assert not [key for key in keys if "__magic" in key]  # the magic committer's job data is gone after its commits
+    # every table's Delta log is on the store, as many versions as on disk, read there by delta-rs: the rows of the
+    # table (primary-key tables as of their compaction)
     from deltalake import DeltaTable
 
     options = {"AWS_ENDPOINT_URL": s3_server.endpoint, "AWS_ACCESS_KEY_ID": "testing",
                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": REGION, "AWS_ALLOW_HTTP": "true"}
     for name in ALL_TABLES:
         table = LakeTable.open(f"{root}/lake/{name}")
+        assert delta_versions(table) == delta_versions(LakeTable.open(f"{local_run.lake}/{name}")), name
         published = DeltaTable(table.url, storage_options=options).to_pyarrow_table()
         assert delta_readers.from_arrow(published) == delta_readers.lake_arrow(table), name
+
+
+def delta_versions(table: LakeTable) -> list[int]:
+    """The versions of a table's published Delta log (its `_delta_log/NNN.json` entries)."""
+    return sorted(int(n.split(".")[0]) for n in table.storage.list_dir("_delta_log") if n.endswith(".json"))
