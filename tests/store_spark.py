@@ -54,3 +54,8 @@ def s3a_conf(server: S3Server) -> dict[str, str]:
 def conf_args(conf: Mapping[str, str]) -> list[str]:
     """`conf` as spark-submit arguments."""
     return [arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]
+
+
+def available(store: str = "s3") -> bool:
+    """Whether the store's connector jars are there (fetched once per machine), without skipping."""
+    return _fetched(store)[0] is not None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,27 +114,46 @@ def users_batch(day: str, sizes: Sizes = Sizes(), seed: int = 4) -> pa.Table:
 
 def land_day(directory: str | Path, day: str, sizes: Sizes = Sizes(), seed: int = 4,
              parts: tuple[str, ...] = PARTS) -> dict[str, str]:
-    """Write a day's events, works and users batches (those in `parts`) under `directory`; returns their
-    directories by part."""
+    """Write a day's events, works and users batches (those in `parts`) under `directory`, a local path or an
+    object-store URL (`s3://bucket/landing`: written through the store's fsspec library, as tables are); returns
+    their directories by part, spelt as `directory` is."""
     day = dt.date.fromisoformat(day).isoformat()  # a day, nothing else: it becomes a path
-    root = Path(directory)
+    root = str(directory).rstrip("/") or "/"
+    write = _writer(root)
     out = {}
     if "events" in parts:
-        events = root / "events" / f"dt={day}"
-        events.mkdir(parents=True, exist_ok=True)
+        events = f"{root}/events/dt={day}"
         table = day_events(day, sizes, seed)
         step = -(-table.num_rows // FILES_PER_DAY)
         for i in range(FILES_PER_DAY):
-            pq.write_table(table.slice(i * step, step), events / f"part-{i}.parquet")
-        out["events"] = str(events)
+            write(table.slice(i * step, step), f"{events}/part-{i}.parquet")
+        out["events"] = events
     for name, make in (("works", works_batch), ("users", users_batch)):
         if name not in parts:
             continue
-        target = root / name / f"v={version_of(day)}"
-        target.mkdir(parents=True, exist_ok=True)
-        pq.write_table(make(day, sizes, seed), target / f"{name}.parquet")
-        out[name] = str(target)
+        target = f"{root}/{name}/v={version_of(day)}"
+        write(make(day, sizes, seed), f"{target}/{name}.parquet")
+        out[name] = target
     return out
+
+
+def _writer(root: str) -> Callable[[pa.Table, str], None]:
+    """How to write a Parquet file under `root`: on local disk (directories made), or under a URL through its
+    fsspec file system (`stores.open_fs`, as tables are opened; pathlib would fold `s3://b` into a local
+    directory `s3:/b`)."""
+    from airflow_lake.lake.format import stores
+
+    if not stores.scheme_of(root):
+        def write_local(table: pa.Table, path: str) -> None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(table, path)
+        return write_local
+    fs, base = stores.open_fs(root)
+
+    def write_store(table: pa.Table, path: str) -> None:
+        with fs.open(base + path[len(root):], "wb") as out:  # one object, written once
+            pq.write_table(table, out)
+    return write_store
 
 
 def main(argv: list[str] | None = None) -> None:

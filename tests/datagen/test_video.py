@@ -7,8 +7,10 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+import s3fs
 
 from airflow_lake.datagen import video
+from tests.s3_server import S3Server
 
 SIZES = video.Sizes(events=5000, works=300, users=800)
 
@@ -56,3 +58,23 @@ def test_land_day_writes_small_event_files_and_versioned_batches(tmp_path: Path)
         video.land_day(tmp_path, "../../etc", SIZES)
     with pytest.raises(ValueError, match=r"Sizes\.events"):
         video.Sizes(events=0)
+
+
+def test_land_day_on_an_object_store(s3_server: S3Server, s3_root: str, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35: the example pipeline's landing directory on S3 (`AIRFLOW_LAKE_LANDING=s3://...`, next to a lake
+    on S3). pathlib folded `s3://bucket/...` into `s3:/bucket/...`: pyarrow refused it ("Missing bucket name in S3
+    URI") after a local directory `s3:` had been made. Now the files are objects on the store, at the URLs
+    returned, and hold what a local landing holds."""
+    monkeypatch.chdir(tmp_path)  # where the old code made its local `s3:` directory
+    landed = video.land_day(f"{s3_root}/landing/", "2024-01-01", SIZES)
+    assert landed == {"events": f"{s3_root}/landing/events/dt=2024-01-01",
+                      "works": f"{s3_root}/landing/works/v=20240101", "users": f"{s3_root}/landing/users/v=20240101"}
+    assert not list(tmp_path.iterdir())  # nothing local
+    local = video.land_day(tmp_path / "local", "2024-01-01", SIZES)
+    fs = s3fs.S3FileSystem()
+    for part, url in landed.items():
+        keys = sorted(fs.ls(url))
+        assert len(keys) == (video.FILES_PER_DAY if part == "events" else 1), keys
+        on_store = pq.read_table(url.removeprefix("s3://"), filesystem=fs)
+        assert on_store.equals(pq.read_table(local[part])), part
