@@ -3,14 +3,16 @@ that does not parse as its column's type fails the write instead of becoming NUL
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from airflow_lake.lake.errors import LakeSchemaError, LakeSpecError
+from airflow_lake.lake.format import stores
 from airflow_lake.lake.format.stores import hadoop_url
 from airflow_lake.lake.sources import nanos
 from airflow_lake.lake.sources.untyped import untyped_nulls
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 
 CORRUPT = "_airflow_lake_corrupt_record"
 STRICT, RELAXED_MODES = "FAILFAST", ("PERMISSIVE", "DROPMALFORMED")
+log = logging.getLogger(__name__)
 LAKE_LOG = ("_lake", "log")
 _GLOB = re.compile(r"[*?\[\]{}\\]")  # the characters of a Hadoop glob (a backslash escapes)
 
@@ -33,7 +36,8 @@ def refuse_lake_table_path(path: str, field: str = "source.path") -> None:
     its first wildcard; the files it matches are checked when Spark lists them (`refuse_listed_lake_files`)."""
     local = local_path(path)
     if local is None:
-        return  # remote stores are not checked
+        _refuse_store_table_path(path, field)
+        return
     parts = local.split("/")
     wild = next((i for i, part in enumerate(parts) if _GLOB.search(part)), len(parts))
     fixed = "/".join(parts[:wild]) or ("/" if local.startswith("/") else ".")
@@ -47,6 +51,67 @@ def refuse_lake_table_path(path: str, field: str = "source.path") -> None:
         if below is not None:
             raise _lake_table_error(path, f"holds the lake table {str(below)!r} (Spark reads the files of a "
                                     "directory and of every directory below it)", below, field)
+
+
+def _refuse_store_table_path(path: str, field: str) -> None:
+    """`refuse_lake_table_path` of a URL on a known store (S3, GCS, Azure): the path up to its first wildcard lies
+    in a table (a prefix above it holds `_lake/log/`: one listing of at most one key per level), or, without a
+    wildcard, holds one below it (one listing of every key under it, as Spark would list them). The check is made
+    with this process's access to the store: where it has none (Spark's side may read buckets the Airflow worker
+    cannot), or for other URLs, nothing is checked here."""
+    if stores.store_of(path) is None:
+        return
+    try:
+        fs, key = stores.open_fs(path)
+        s3 = stores.is_s3(path, fs)
+        parts = key.split("/")
+        wild = next((i for i, part in enumerate(parts) if _GLOB.search(part)), len(parts))
+        fixed = parts[:wild]
+        for end in range(len(fixed), 1, -1):  # a table's root is below the bucket (container)
+            candidate = "/".join(fixed[:end])
+            if _has_key(fs, f"{candidate}/{'/'.join(LAKE_LOG)}/", s3):
+                root = _url_of(path, key, candidate)
+                raise _lake_table_error(path, f"is inside the lake table {root!r}", root, field)
+        if wild == len(parts) and len(fixed) > 1:
+            below = _store_table_below(fs, "/".join(fixed), s3)
+            if below is not None:
+                root = _url_of(path, key, below)
+                raise _lake_table_error(path, f"holds the lake table {root!r} (Spark reads the files of a directory "
+                                        "and of every directory below it)", root, field)
+    except LakeSpecError:
+        raise
+    except Exception as err:  # no access, no credentials, no package: Spark's side may still read it
+        log.debug("source %s: not checked for lake tables (%s: %s)", path, type(err).__name__, err)
+
+
+def _has_key(fs: Any, prefix: str, s3: bool) -> bool:
+    """Whether any key starts with `prefix` ('bucket/key/.../', a directory's)."""
+    if s3:
+        return bool(stores.s3_list(fs, prefix, delimiter="", max_keys=1)[0])
+    try:
+        return bool(fs.ls(prefix.rstrip("/"), detail=False))
+    except FileNotFoundError:
+        return False
+
+
+def _store_table_below(fs: Any, prefix: str, s3: bool) -> str | None:
+    """The store path of a lake table below `prefix`, if any (keys listed once, every level)."""
+    if s3:
+        keys = [f"{prefix}/{k}" for k in stores.s3_list(fs, prefix + "/", delimiter="")[0]]
+    else:
+        keys = [str(k) for k in fs.find(prefix)]
+    marker = "/" + "/".join(LAKE_LOG) + "/"
+    for found in keys:
+        at = found.find(marker)
+        if at >= 0:
+            return found[:at]
+    return None
+
+
+def _url_of(url: str, key: str, path: str) -> str:
+    """The URL of store path `path`, spelled as `url` (whose store path is `key`) spells its prefix."""
+    given = url.rstrip("/")
+    return given[:len(given) - len(key)] + path if given.endswith(key) else path
 
 
 def refuse_listed_lake_files(spark: SparkSession, path: str, options: Mapping[str, str],
@@ -150,7 +215,7 @@ def _table_below(directory: Path) -> Path | None:
     return None
 
 
-def _lake_table_error(path: str, problem: str, root: Path, field: str) -> LakeSpecError:
+def _lake_table_error(path: str, problem: str, root: Path | str, field: str) -> LakeSpecError:
     example = {"query": "SELECT * FROM t", "tables": {"t": str(root)}}
     return LakeSpecError(field, f"{path!r} {problem}, whose directories also hold replaced files that are no "
                          "longer live.", f"Read the table with a query: {example}.")
