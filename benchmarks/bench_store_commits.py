@@ -1,7 +1,12 @@
 """Benchmark: what a table on S3 costs in requests — (a) per open (a fresh process: `LakeTable.open(url).snapshot()`)
 of tables of `--sizes` commits (1,000 and 10,000 by default; 100,000 if asked), (b) per commit (append; replace),
-per kind and method — and (c) commits per second with 16 racing writers (threads of one process, each with its own
-`LakeTable`) on the S3 server vs the same on local disk, checking that the log holds every writer's commits once.
+per kind and method — (c) commits per second with 16 racing writers (threads of one process, each with its own
+`LakeTable`) on the S3 server vs the same on local disk, checking that the log holds every writer's commits once —
+and (d) with Spark's S3 connector in the loop (`spark_on_s3.py`): appends of `--spark-rows` rows (1M) to an S3 table
+through S3A vs the same Spark write of the same DataFrame without the lake, alternating in one local[2] session,
+their times (medians, ratio) and requests split by client (Spark's connector vs the lake's Python side) and by data
+vs metadata keys; the open of the table Spark wrote; reads of what each side wrote. (d) needs the connector's jars
+(`airflow-lake jars s3`, fetched once per machine) and runs only the code under test.
 
 The S3 server is moto's, started here as the tests start it (`tests/s3_server.py`: imported from the tests, its
 `serve()`; conditional PUTs made atomic, every request counted per method and kind of key). It runs in this process;
@@ -18,6 +23,7 @@ airflow_lake | tar -x -C DIR`, the code before these request savings), alternate
     mkdir -p /tmp/before-store && git archive 96aa73b airflow_lake | tar -x -C /tmp/before-store
     .venv/bin/python benchmarks/bench_store_commits.py --before /tmp/before-store --json-out /tmp/bsc.json
     .venv/bin/python benchmarks/bench_store_commits.py --sizes 1000,10000,100000 --rounds 40   # + 100k (long build)
+    .venv/bin/python benchmarks/bench_store_commits.py --parts spark --json-out /tmp/bsc-spark.json   # (d) alone, ~2 min
 """
 
 from __future__ import annotations
