@@ -22,7 +22,7 @@ from typing import Any
 
 SCHEMA = "id BIGINT, k BIGINT, s STRING, d DOUBLE"
 DATA_KINDS = ("data", "bucket")  # keys of the files; "bucket": requests on the bucket not told apart by key
-READS = 3  # reads of everything written, per side, alternating (the first is the session's first read)
+READS = 4  # reads of everything written, per side (lake, plain, plain, lake, ...)
 Step = Callable[[Mapping[str, Any], Callable[[], Mapping[str, Any]]], None]
 
 
@@ -48,12 +48,15 @@ def child_steps(spec: Mapping[str, Any], step: Step) -> None:
         url, plain = spec["url"], spec["plain"]
         LakeTable.create(url, {"schema": SCHEMA})
         plain_dirs: list[str] = []
+        spark_writes = _time_spark_writes()
 
         def lake_write() -> dict[str, Any]:
+            spark_writes.clear()
             started = time.perf_counter()
             entry = LakeTable.open(url).write(df)
             return {"seconds": time.perf_counter() - started, "rows": sum(f.rows for f in entry.added),
-                    "files": len(entry.added), "seq": entry.seq}
+                    "files": len(entry.added), "seq": entry.seq,
+                    "spark_write_s": sum(spark_writes) if spark_writes else None}
 
         def plain_write(n: int) -> Callable[[], dict[str, Any]]:
             def measure() -> dict[str, Any]:
@@ -85,11 +88,34 @@ def child_steps(spec: Mapping[str, Any], step: Step) -> None:
             return {"seconds": time.perf_counter() - started, "rows": rows}
 
         step({"who": "open"}, open_table)
-        for n in range(READS):
-            step({"who": "read-lake", "round": n}, read_lake)
-            step({"who": "read-plain", "round": n}, read_plain)
+        for n in range(READS):  # who reads first alternates: the first reads of the session warm the JVM
+            order = [("read-lake", read_lake), ("read-plain", read_plain)]
+            for who, measure in order if n % 2 == 0 else order[::-1]:
+                step({"who": who, "round": n}, measure)
     finally:
         spark.stop()
+
+
+def _time_spark_writes() -> list[float]:
+    """Time the lake's Spark write (`file_writer._write_plain`: Spark's job that writes the files of an unbucketed
+    table) inside each append, so that the rest — the lake's own work, its open, footers and commit — shows apart;
+    the list gets one duration per call (left empty if the function is gone)."""
+    from airflow_lake.lake.spark import file_writer
+
+    durations: list[float] = []
+    inner = getattr(file_writer, "_write_plain", None)
+    if inner is None:
+        return durations
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            durations.append(time.perf_counter() - started)
+
+    file_writer._write_plain = timed
+    return durations
 
 
 def by_client(counts: Mapping[tuple[str, str, str], int]) -> dict[str, dict[str, dict[str, int]]]:
@@ -139,11 +165,16 @@ def summarize(steps: Sequence[Mapping[str, Any]], spec: Mapping[str, Any], fresh
             raise AssertionError(f"{s['label']} counted {s['result']['rows']} rows, not {rounds * rows}")
     seconds = {who: [s["result"]["seconds"] for s in writes[who]] for who in writes}
     lake_s, plain_s = median(seconds["lake"]), median(seconds["plain"])
+    inner = [s["result"]["spark_write_s"] for s in writes["lake"] if s["result"].get("spark_write_s") is not None]
+    own = [s["result"]["seconds"] - s["result"]["spark_write_s"] for s in writes["lake"]
+           if s["result"].get("spark_write_s") is not None]
     return {
         "rows": rows, "rounds": int(spec["rounds"]), "warmup": warmup,
         "append": {"lake_s": round(lake_s, 3), "plain_s": round(plain_s, 3), "ratio": ratio(lake_s, plain_s),
                    "lake_each_s": [round(x, 3) for x in seconds["lake"]],
                    "plain_each_s": [round(x, 3) for x in seconds["plain"]],
+                   "lake_spark_write_s": round(median(inner), 3) if inner else None,
+                   "lake_own_s": round(median(own), 3) if own else None,
                    "files_per_append": writes["lake"][0]["result"]["files"] if writes["lake"] else 0},
         "requests_per_append": {who: mean_counts(writes[who]) for who in writes},
         "requests_per_append_total": {who: round(sum(sum(s["clients"].values()) for s in writes[who])
@@ -172,6 +203,8 @@ def print_results(results: Mapping[str, Any]) -> None:
           f"(medians of {results['rounds']} rounds after {results['warmup']} warm-up, alternating)")
     print(f"append: lake {a['lake_s']:.3f} s, plain {a['plain_s']:.3f} s, ratio {a['ratio']:.3f}; "
           f"lake {a['lake_each_s']}, plain {a['plain_each_s']}")
+    print(f"inside the lake's append: Spark's write {a['lake_spark_write_s']} s, the rest (open, checks, footers, "
+          f"commit) {a['lake_own_s']} s (medians)")
     rows = []
     for who, clients in results["requests_per_append"].items():
         for client in sorted(clients):
