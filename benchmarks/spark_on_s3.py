@@ -3,7 +3,8 @@ loop. An append of `--rows` rows (one DataFrame read from a local Parquet source
 (`LakeTable.open(url).write(df)`, as the runner's write does) vs the same Spark write of the same DataFrame without
 the lake (`df.write.parquet("s3a://.../plain/rN")`, a fresh directory each round, so neither deletes anything), one
 after the other (lake, plain, lake, plain, ...) in one local[2] session; then the table's open (here, and in a fresh
-process: the parent's part (a) child) and reads of everything each side wrote (`count()`, alternating, medians).
+process: the parent's part (a) child) and reads of everything each side wrote (`count()`, and `sum(d)` which reads a
+column; alternating, medians).
 
 The server counts each request per client (`tests/s3_server.py`, `client_of` its User-Agent): `spark` is Hadoop's
 S3A connector in the JVM (Spark's write and read of the data files), `python` is the lake's side (s3fs: its commit,
@@ -22,7 +23,8 @@ from typing import Any
 
 SCHEMA = "id BIGINT, k BIGINT, s STRING, d DOUBLE"
 DATA_KINDS = ("data", "bucket")  # keys of the files; "bucket": requests on the bucket not told apart by key
-READS = 4  # reads of everything written, per side (lake, plain, plain, lake, ...)
+READS = 3  # reads of everything written, per side and query (lake, plain, plain, lake, ...)
+QUERIES = ("count", "sum")  # `count()`; `count(1), sum(d)` (reads a column)
 Step = Callable[[Mapping[str, Any], Callable[[], Mapping[str, Any]]], None]
 
 
@@ -77,21 +79,23 @@ def child_steps(spec: Mapping[str, Any], step: Step) -> None:
             snapshot = LakeTable.open(url).snapshot()
             return {"seconds": time.perf_counter() - started, "seq": snapshot.seq, "files": len(snapshot.files)}
 
-        def read_lake() -> dict[str, Any]:
-            started = time.perf_counter()
-            rows = LakeTable.open(url).read(spark).count()
-            return {"seconds": time.perf_counter() - started, "rows": rows}
-
-        def read_plain() -> dict[str, Any]:
-            started = time.perf_counter()
-            rows = spark.read.parquet(*plain_dirs).count()
-            return {"seconds": time.perf_counter() - started, "rows": rows}
+        def read(side: str, query: str) -> Callable[[], dict[str, Any]]:
+            def measure() -> dict[str, Any]:
+                started = time.perf_counter()
+                frame = LakeTable.open(url).read(spark) if side == "lake" else spark.read.parquet(*plain_dirs)
+                if query == "count":
+                    rows = frame.count()
+                else:  # a query that reads a column
+                    rows = frame.agg(F.count(F.lit(1)).alias("n"), F.sum("d")).collect()[0]["n"]
+                return {"seconds": time.perf_counter() - started, "rows": rows}
+            return measure
 
         step({"who": "open"}, open_table)
-        for n in range(READS):  # who reads first alternates: the first reads of the session warm the JVM
-            order = [("read-lake", read_lake), ("read-plain", read_plain)]
-            for who, measure in order if n % 2 == 0 else order[::-1]:
-                step({"who": who, "round": n}, measure)
+        for query in QUERIES:
+            for n in range(READS):  # who reads first alternates: the first reads of the session warm the JVM
+                sides = ["lake", "plain"] if n % 2 == 0 else ["plain", "lake"]
+                for side in sides:
+                    step({"who": f"read-{side}", "query": query, "round": n}, read(side, query))
     finally:
         spark.stop()
 
@@ -158,9 +162,10 @@ def summarize(steps: Sequence[Mapping[str, Any]], spec: Mapping[str, Any], fresh
         if copies:
             raise AssertionError(f"{s['label']} renamed: {copies} COPY requests")
     opened = next(s for s in steps if s["label"]["who"] == "open")
-    reads = {who: [s for s in steps if s["label"]["who"] == who] for who in ("read-lake", "read-plain")}
+    reads = {f"{who} {query}": [s for s in steps if s["label"]["who"] == who and s["label"]["query"] == query]
+             for query in QUERIES for who in ("read-lake", "read-plain")}
     rounds = warmup + int(spec["rounds"])
-    for s in reads["read-lake"] + reads["read-plain"]:
+    for s in [s for each in reads.values() for s in each]:
         if s["result"]["rows"] != rounds * rows:
             raise AssertionError(f"{s['label']} counted {s['result']['rows']} rows, not {rounds * rows}")
     seconds = {who: [s["result"]["seconds"] for s in writes[who]] for who in writes}
