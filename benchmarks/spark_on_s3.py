@@ -158,6 +158,9 @@ def summarize(steps: Sequence[Mapping[str, Any]], spec: Mapping[str, Any], fresh
     for s in every:
         if s["label"]["who"] == "lake" and s["result"]["rows"] != rows:
             raise AssertionError(f"a lake append wrote {s['result']['rows']} rows, not {rows}")
+        if not any(client == "spark" for client, _, _ in s["clients"]):
+            raise AssertionError(f"{s['label']}: no request counted as Spark's (S3A's User-Agent changed? "
+                                 "tests/s3_server.py client_of)")
         copies = sum(n for (_, method, _), n in s["clients"].items() if method == "COPY")
         if copies:
             raise AssertionError(f"{s['label']} renamed: {copies} COPY requests")
