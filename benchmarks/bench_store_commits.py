@@ -23,7 +23,7 @@ airflow_lake | tar -x -C DIR`, the code before these request savings), alternate
     mkdir -p /tmp/before-store && git archive 96aa73b airflow_lake | tar -x -C /tmp/before-store
     .venv/bin/python benchmarks/bench_store_commits.py --before /tmp/before-store --json-out /tmp/bsc.json
     .venv/bin/python benchmarks/bench_store_commits.py --sizes 1000,10000,100000 --rounds 40   # + 100k (long build)
-    .venv/bin/python benchmarks/bench_store_commits.py --parts spark --json-out /tmp/bsc-spark.json  # (d) alone, ~3 min
+    .venv/bin/python benchmarks/bench_store_commits.py --parts spark --json-out /tmp/bsc-spark.json  # (d) alone, ~1 min
 """
 
 from __future__ import annotations
