@@ -25,7 +25,10 @@ from __future__ import annotations
 
 import collections
 import datetime
+import html
+import io
 import logging
+import re
 import socket
 import threading
 import time
@@ -71,23 +74,39 @@ def kind_of(key: str) -> str:
     return "last_checkpoint" if head == "_last_checkpoint.json" else (head or "meta")
 
 
+def client_of(agent: str) -> str:
+    """Who sent a request, by its User-Agent: `spark` (Hadoop's S3A connector: the AWS SDK for Java), `python`
+    (botocore: s3fs, which the lake's metadata and footer reads go through, or boto3), `other`."""
+    lowered = agent.lower()
+    if "aws-sdk-java" in lowered or "hadoop" in lowered:
+        return "spark"
+    if "botocore" in lowered or "boto3" in lowered:
+        return "python"
+    return "other"
+
+
 class RequestCounter:
     """Requests the server answered, per (method, kind); a LIST is a GET of the bucket with `list-type`, a
     BATCH_DELETE a POST of the bucket with `delete`, a COPY a PUT with `x-amz-copy-source` (CopyObject or
-    UploadPartCopy: how Hadoop's S3A connector renames, so a count of 0 proves a write renamed nothing).
-    Thread-safe: the server answers on many threads."""
+    UploadPartCopy: how Hadoop's S3A connector renames, so a count of 0 proves a write renamed nothing). Also
+    counted per client (`client_of` its User-Agent): what Spark's connector asked for apart from what the lake's
+    Python side did (`mark_clients`, `since_clients`; there a batch delete is of the kind of the keys it deletes,
+    and a GET of the bucket's multipart uploads is a LIST_UPLOADS of its prefix's kind). Thread-safe: the server
+    answers on many threads."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self._statuses: collections.Counter[tuple[str, str, int]] = collections.Counter()
+        self._clients: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self._signed: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self.recent: collections.deque[tuple[str, str, int]] = collections.deque(maxlen=20_000)
 
     def record(self, method: str, path: str, query: str, status: int, *, copy: bool = False,
-               access_key: str = "") -> None:
+               access_key: str = "", agent: str = "", deleted: str = "") -> None:
         """Count one answered request (`path` is the WSGI PATH_INFO: /bucket/key, path-style; `copy`: it carried
-        `x-amz-copy-source`; `access_key`: the one that signed it, counted in `signed`)."""
+        `x-amz-copy-source`; `access_key`: the one that signed it, counted in `signed`; `agent`: its User-Agent;
+        `deleted`: a batch delete's first key)."""
         bucket_and_key = unquote(path).lstrip("/")
         key = bucket_and_key.split("/", 1)[1] if "/" in bucket_and_key else ""
         params = parse_qs(query, keep_blank_values=True)
@@ -99,9 +118,17 @@ class RequestCounter:
         elif copy and method == "PUT":
             label = "COPY"
         kind = kind_of(key)
+        # per client, the requests on the bucket itself are told apart by the keys they touch: a batch delete by
+        # its first key, a listing of multipart uploads (S3A's committers abort stale ones) by its prefix
+        client_label, client_kind = label, kind
+        if label == "BATCH_DELETE" and deleted:
+            client_kind = kind_of(deleted)
+        elif not key and method == "GET" and "uploads" in params:
+            client_label, client_kind = "LIST_UPLOADS", kind_of(params.get("prefix", [""])[0])
         with self._lock:
             self._counts[(label, kind)] += 1
             self._statuses[(label, kind, status)] += 1
+            self._clients[(client_of(agent), client_label, client_kind)] += 1
             self._signed[(access_key, label, kind)] += 1
             self.recent.append((label, key, status))
 
@@ -113,6 +140,18 @@ class RequestCounter:
     def since(self, mark: collections.Counter[tuple[str, str]]) -> collections.Counter[tuple[str, str]]:
         """Requests answered since `mark`, per (method, kind)."""
         now = self.mark()
+        now.subtract(mark)
+        return collections.Counter({k: v for k, v in now.items() if v > 0})
+
+    def mark_clients(self) -> collections.Counter[tuple[str, str, str]]:
+        """The counts so far per (client, method, kind) (a copy), to subtract from later ones."""
+        with self._lock:
+            return collections.Counter(self._clients)
+
+    def since_clients(self, mark: collections.Counter[tuple[str, str, str]]) -> collections.Counter[
+            tuple[str, str, str]]:
+        """Requests answered since `mark`, per (client, method, kind)."""
+        now = self.mark_clients()
         now.subtract(mark)
         return collections.Counter({k: v for k, v in now.items() if v > 0})
 
@@ -360,6 +399,22 @@ def _patch_moto(controls: ServerControls) -> Callable[[], None]:
     return undo
 
 
+def _first_deleted_key(environ: dict[str, Any]) -> str:
+    """The first key a batch delete (POST /bucket?delete) names, "" for other requests; the body is read and put
+    back for moto."""
+    if environ.get("REQUEST_METHOD") != "POST" or "delete" not in parse_qs(environ.get("QUERY_STRING", ""),
+                                                                           keep_blank_values=True):
+        return ""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return ""
+    body = environ["wsgi.input"].read(length) if length > 0 else b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    found = re.search(rb"<Key>(.*?)</Key>", body, re.DOTALL)
+    return html.unescape(found.group(1).decode("utf-8", "replace")) if found else ""
+
+
 def _access_key(authorization: str) -> str:
     """The access key of a SigV4 Authorization header (`... Credential=<key>/<date>/...`), or ''."""
     _, found, rest = authorization.partition("Credential=")
@@ -384,11 +439,14 @@ def _start_server(counter: RequestCounter, controls: ServerControls) -> Any:
                     controls.leave()
 
             def serve_one(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+                deleted = _first_deleted_key(environ)
+
                 def start(status: str, headers: Any, *rest: Any) -> Any:
                     counter.record(environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", ""),
                                    environ.get("QUERY_STRING", ""), int(status.split(" ", 1)[0]),
                                    copy="HTTP_X_AMZ_COPY_SOURCE" in environ,
-                                   access_key=_access_key(environ.get("HTTP_AUTHORIZATION", "")))
+                                   access_key=_access_key(environ.get("HTTP_AUTHORIZATION", "")),
+                                   agent=environ.get("HTTP_USER_AGENT", ""), deleted=deleted)
                     return start_response(status, headers, *rest)
                 if controls.holds:
                     bucket_and_key = unquote(environ.get("PATH_INFO", "")).lstrip("/")

@@ -3,7 +3,8 @@ the jars (`airflow-lake jars s3`: fetched once per machine with mvn into the use
 in the background), and the Spark settings that point S3A at the test's S3 server (`tests/s3_server.py`) with the
 committer that writes without renames (`store_jars.NO_RENAME_CONF`, as the README tells users).
 
-Without the jars a test is skipped, or fails under CI=true (a skip would hide a broken fetch)."""
+Without the jars a test is skipped, or fails under CI=true (a skip would hide a broken fetch); code outside pytest (the
+benchmarks) takes `fetched`, which says why instead."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from tests.s3_server import REGION, S3Server
 
 
 @functools.cache
-def _fetched(store: str) -> tuple[str | None, str]:
+def fetched(store: str) -> tuple[str | None, str]:
+    """(the store's connector jars, comma-separated, "") once fetched (once per process); (None, why) if they
+    cannot be."""
     try:
         jars_dir = store_jars.spark_jars_dir()
         hadoop, spark = store_jars.versions(jars_dir)
@@ -29,7 +32,7 @@ def _fetched(store: str) -> tuple[str | None, str]:
 
 def jars(store: str = "s3") -> str:
     """The store's connector jars, comma-separated (for `--jars` / `spark.jars`); skip or fail without them."""
-    found, why = _fetched(store)
+    found, why = fetched(store)
     require(None if found is None else Path(found), why, f"Spark on {store}")
     assert found is not None
     return found
@@ -58,4 +61,4 @@ def conf_args(conf: Mapping[str, str]) -> list[str]:
 
 def available(store: str = "s3") -> bool:
     """Whether the store's connector jars are there (fetched once per machine), without skipping."""
-    return _fetched(store)[0] is not None
+    return fetched(store)[0] is not None
