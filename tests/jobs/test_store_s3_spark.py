@@ -127,7 +127,8 @@ def remote(s3_connect_server: ConnectServer) -> Iterator[Any]:
     chains' sessions come and go before it opens)."""
     from pyspark.sql import SparkSession
 
-    session = SparkSession.builder.remote(s3_connect_server.url).getOrCreate()
+    # create(), not getOrCreate(): that refuses a remote session beside the suite's classic one (SESSION_ALREADY_EXIST)
+    session = SparkSession.builder.remote(s3_connect_server.url).create()
     yield session
     session.stop()
 
