@@ -425,7 +425,7 @@ def _jars(args: argparse.Namespace) -> int:
         data = store_jars.run(args)
     except (store_jars.JarsError, OSError) as err:
         return _fail(str(err), args.json)
-    _emit(json.dumps(data, indent=2) if args.json else str(data["spark_jars"]))
+    _emit(json.dumps(data, indent=2) if args.json else str(data["class_path" if args.class_path else "spark_jars"]))
     return EXIT_OK
 
 

@@ -3,6 +3,10 @@ Central with `mvn` into the user's cache once, and printed as one comma-separate
 
     airflow-lake jars s3                      # hadoop-aws (+ the AWS SDK bundle) and spark-hadoop-cloud
     airflow-lake jars gcs | azure [--json]    # the GCS connector / hadoop-azure; --json adds the Spark settings
+    airflow-lake jars s3 --class-path         # joined by ':' for spark.driver/executor.extraClassPath
+
+Put them on the class path (or in `$SPARK_HOME/jars`) rather than `--jars`: `--jars` copies them (690 MB for S3)
+into every application's temporary directory and to every executor, and a killed driver leaves its copy behind.
 
 The pip package of pyspark has Hadoop's client but none of its store connectors. Each connector must be built for
 the Hadoop version of the Spark that loads it, so the versions are read from the installed pyspark (its
@@ -204,6 +208,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spark-home", help="the Spark to fetch for (default: $SPARK_HOME, else pyspark's)")
     parser.add_argument("--hadoop-version", help="Hadoop's version (default: that of the Spark's jars)")
     parser.add_argument("--cloud-version", help="spark-hadoop-cloud's version (default: by Spark's version)")
+    parser.add_argument("--class-path", action="store_true", help="print them joined by ':' for a class path "
+                        "(spark.driver.extraClassPath, spark.executor.extraClassPath) instead of by ','")
     parser.add_argument("--json", action="store_true", help="print the jars and the Spark settings as JSON")
 
 
@@ -215,4 +221,5 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     cloud = args.cloud_version or cloud_version(spark)
     paths = fetch(args.store, hadoop=hadoop, cloud=cloud, spark_jars=jars_dir)
     return {"store": args.store, "hadoop_version": hadoop, "jars": [str(p) for p in paths],
-            "spark_jars": ",".join(str(p) for p in paths), "spark_conf": spark_conf(args.store)}
+            "spark_jars": ",".join(str(p) for p in paths), "class_path": os.pathsep.join(str(p) for p in paths),
+            "spark_conf": spark_conf(args.store)}

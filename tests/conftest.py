@@ -135,9 +135,9 @@ def s3_connect_server(s3_server: S3Server,  # noqa: F811  (the fixture imported 
     """A Spark Connect server (local[2]) whose Spark reaches the S3 server: the S3 connector's jars (`airflow-lake jars
     s3`) and S3A's settings for it (`tests/store_spark.py`); skipped without the jars, failed under CI=true."""
     from tests.connect_server import ConnectServer
-    from tests.store_spark import conf_args, jars, s3a_conf
+    from tests.store_spark import s3_spark_args
 
-    extra = ["--jars", jars("s3"), *conf_args(s3a_conf(s3_server))]
+    extra = s3_spark_args(s3_server)
     server = ConnectServer(tmp_path_factory.mktemp("s3-connect-server") / "server.log", extra=extra).start()
     yield server
     server.stop()

@@ -9,6 +9,7 @@ benchmarks) takes `fetched`, which says why instead."""
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -36,6 +37,21 @@ def jars(store: str = "s3") -> str:
     require(None if found is None else Path(found), why, f"Spark on {store}")
     assert found is not None
     return found
+
+
+def class_path_conf(store: str = "s3") -> dict[str, str]:
+    """The store's jars on the class path of Spark's driver and executors (they lie on this machine), as the README
+    tells users to install them: not `--jars` / `spark.jars`, which copies them into every application's
+    `/tmp/spark-*/userFiles-*` (690 MB for S3) and ships them to each executor; a driver that is killed leaves its
+    copy behind (the suite's SIGKILL tests filled a disk that way)."""
+    path = jars(store).replace(",", os.pathsep)
+    return {"spark.driver.extraClassPath": path, "spark.executor.extraClassPath": path}
+
+
+def s3_spark_args(server: S3Server, conf: Mapping[str, str] | None = None) -> list[str]:
+    """spark-submit (or `airflow-lake connect-server`) arguments for Spark on `server`: the S3 jars on the class
+    path and `conf` (default `s3a_conf(server)`)."""
+    return conf_args({**class_path_conf("s3"), **(s3a_conf(server) if conf is None else conf)})
 
 
 def s3a_conf(server: S3Server) -> dict[str, str]:

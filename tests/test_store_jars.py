@@ -33,6 +33,8 @@ def test_the_s3_jars_are_the_connector_its_sdk_and_the_no_rename_committer(capsy
     assert out["spark_conf"]["spark.hadoop.fs.s3a.committer.name"] == "magic"
     assert main(["jars", "s3"]) == 0
     assert capsys.readouterr().out.strip() == ",".join(listed)
+    assert main(["jars", "s3", "--class-path"]) == 0
+    assert capsys.readouterr().out.strip() == ":".join(listed) == out["class_path"]
 
 
 def test_a_cached_fetch_runs_no_maven(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from tests.airflow_stack import free_port, migrate_db
 from tests.dags import video_oracle
 from tests.dags.test_ods_to_dm import airflow_env, dags_test, results
 from tests.s3_server import S3Server
-from tests.store_spark import conf_args, jars, s3a_conf
+from tests.store_spark import s3_spark_args, s3a_conf
 from tests.support import start_submit, table_ids, write_source
 
 pytestmark = pytest.mark.slow
@@ -140,9 +140,10 @@ def test_the_example_pipeline_runs_on_a_standalone_cluster(tmp_path: Path, clust
 
 def test_the_cluster_writes_and_rewrites_an_s3_table_through_s3a(cluster: Cluster, s3_server: S3Server,
                                                                  s3_root: str, tmp_path: Path) -> None:
-    """The runner submitted to the cluster with the S3 connector's jars (`--jars`: shipped to the executors, whose
-    worker has none) writes, then bucket-rewrites, a table on the S3 server: the executors write the data files
-    (their requests are signed with a key only they hold), through the magic committer, without one COPY."""
+    """The runner submitted to the cluster with the S3 connector's jars on the driver's and the executors' class
+    path (`spark.executor.extraClassPath`: the worker runs on this machine, where the jars are) writes, then
+    bucket-rewrites, a table on the S3 server: the executors write the data files (their requests are signed with a
+    key only they hold), through the magic committer, without one COPY."""
     before = {a["id"] for a in completed_apps(cluster)}
     LakeTable.create(s3_root, {"schema": "id BIGINT, dt STRING, v DOUBLE", "partition_by": ["dt"],
                                "bucket": {"columns": ["id"], "count": 4}})
@@ -154,7 +155,7 @@ def test_the_cluster_writes_and_rewrites_an_s3_table_through_s3a(cluster: Cluste
                 "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"}
     for key in ("spark.hadoop.fs.s3a.access.key", "spark.hadoop.fs.s3a.secret.key"):
         del conf[key]
-    extra = ["--jars", jars("s3"), *conf_args(conf)]
+    extra = s3_spark_args(s3_server, conf)
     mark = s3_server.counter.mark()
     signed = s3_server.counter.signed()
     for operation, spec in [("write", {"table": s3_root, "source": {"path": source}}),

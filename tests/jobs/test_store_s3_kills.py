@@ -37,7 +37,7 @@ from airflow_lake.lake.format.instants import COMPLETED, INFLIGHT, ROLLED_BACK
 from airflow_lake.lake.format.pyarrow_read import read_files
 from airflow_lake.lake.maintenance.orphans import remove_orphan_files
 from tests.s3_server import S3Server
-from tests.store_spark import conf_args, jars, s3a_conf
+from tests.store_spark import s3_spark_args
 from tests.support import start_submit, wait_for_file, write_source
 
 pytestmark = pytest.mark.slow
@@ -92,7 +92,7 @@ def test_an_airflow_tasks_attempts_killed_in_a_spark_task_before_and_after_the_c
     seeded = data_keys(s3_server, s3_root)
     source = write_source(tmp_path / "b.parquet", KILLED, ["d1", "d2", "d3"] * (len(KILLED) // 3))
     spec = {"table": s3_root, "source": {"path": source}, "request_id": "dag/write/run1"}
-    extra = ["--jars", jars("s3"), *conf_args(s3a_conf(s3_server))]
+    extra = s3_spark_args(s3_server)
     data_prefix = s3_server.key_of(s3_root) + "/data/"
 
     def attempt_of(number: int) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from airflow_lake.hooks.connect import PROCESS_FLAGS
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.jobs.protocol import RESULT_PREFIX
 from airflow_lake.jobs.registry import get
@@ -31,7 +32,7 @@ from tests.lake.buckets.bucket_helpers import PLAN_CONF
 from tests.lake.upsert.oracle import as_strings, bdci_expected
 from tests.op_chains import TABLES, Step, bdci_batches, chains, run_chain, stable, table_state
 from tests.s3_server import S3Server
-from tests.store_spark import conf_args, jars, s3a_conf
+from tests.store_spark import s3_spark_args
 from tests.support import app_command
 
 pytestmark = pytest.mark.slow
@@ -96,8 +97,7 @@ def lake(s3_server: S3Server, s3_connect_server: ConnectServer,
     (work / "steps.json").write_text(json.dumps(steps))
     mark = s3_server.counter.mark()
     started = time.monotonic()
-    command = app_command(BATCH, [str(work / "steps.json")], extra=["--jars", jars("s3"),
-                                                                     *conf_args(s3a_conf(s3_server))])
+    command = app_command(BATCH, [str(work / "steps.json")], extra=s3_spark_args(s3_server))
     with open(work / "submit.log", "wb") as log:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
         try:
@@ -127,10 +127,20 @@ def remote(s3_connect_server: ConnectServer) -> Iterator[Any]:
     chains' sessions come and go before it opens)."""
     from pyspark.sql import SparkSession
 
-    # create(), not getOrCreate(): that refuses a remote session beside the suite's classic one (SESSION_ALREADY_EXIST)
+    # create(), not getOrCreate(): that refuses a remote session beside the suite's classic one (SESSION_ALREADY_EXIST);
+    # and the process's Connect flags put back after, as the product's client does (hooks/connect.py): left set, they
+    # make every later classic session of this test process fail (CONNECT_URL_NOT_SET)
+    flags = {name: os.environ.get(name) for name in PROCESS_FLAGS}
     session = SparkSession.builder.remote(s3_connect_server.url).create()
-    yield session
-    session.stop()
+    try:
+        yield session
+    finally:
+        session.stop()
+        for name, value in flags.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def test_every_operation_on_s3_gives_the_same_tables_and_metrics_by_spark_submit_and_connect_without_a_rename(
