@@ -18,6 +18,7 @@ import pytest
 from airflow_lake.jobs.runner import run
 from airflow_lake.lake.changes.window import change_window, changes_data
 from airflow_lake.lake.table import LakeTable
+from tests.lake.changes.change_helpers import collect_windows
 
 DAYS = ("d1", "d2", "d3")
 BIG = 10**12  # every file is "small" for clustering, every group fits
@@ -29,26 +30,11 @@ def rows_of(table: LakeTable, seq: int, columns: list[str]) -> list[tuple[Any, .
     return [tuple(r.get(c) for c in columns) for r in table.to_arrow(as_of=seq).to_pylist()]
 
 
-CHANGE_COLUMNS = ("_change_type", "_commit_seq", "_commit_time")
-
-
-def changes_of(spark: Any, table: LakeTable, windows: list[tuple[int, int]], **kwargs: Any
+def changes_of(spark: Any, table: LakeTable, windows: list[tuple[int, int]]
                ) -> dict[tuple[int, int], tuple[list[str], list[dict[str, Any]]]]:
-    """Per window, its columns (the end snapshot's) and its changes as dicts, all collected in one Spark job (a
-    union tagged by window: one job's overhead, not one per window)."""
-    from pyspark.sql import functions as F
-
-    frames = [table.changes(spark, a, b, **kwargs).withColumn("window", F.lit(i)) for i, (a, b) in
-              enumerate(windows)]
-    union = frames[0]
-    for frame in frames[1:]:
-        union = union.unionByName(frame, allowMissingColumns=True)
-    out = {w: ([c for c in frame.columns if c not in (*CHANGE_COLUMNS, "window")], []) for w, frame in
-           zip(windows, frames, strict=True)}
-    for row in union.collect():
-        columns, rows = out[windows[row["window"]]]
-        rows.append({c: row[c] for c in (*columns, *CHANGE_COLUMNS)})
-    return out
+    """Per window, its columns and changes (one Spark job for all: `collect_windows`)."""
+    found = collect_windows(spark, table, [(a, b, None) for a, b in windows])
+    return dict(zip(windows, found, strict=True))
 
 
 def data_free_windows_give_nothing(spark: Any, table: LakeTable) -> int:

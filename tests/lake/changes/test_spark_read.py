@@ -13,6 +13,7 @@ from airflow_lake.lake.changes.window import change_window
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.upsert.compact import compact
 from airflow_lake.lake.upsert.upsert import versioned_upsert
+from tests.lake.changes.change_helpers import as_tuples, collect_windows
 
 PLAIN = "id BIGINT, v STRING, dt STRING"
 
@@ -113,29 +114,32 @@ def upsert(spark: Any, table: LakeTable, rows: list[tuple[Any, ...]], version: i
 def test_primary_key_changes_are_net_per_key(spark: Any, tmp_path: Path) -> None:
     table = keyed(tmp_path / "t")
     one = upsert(spark, table, [(1, "a1", 10), (2, "b1", 20), (3, "c1", 30)], version=5)
-    assert changes(spark, table, 0, one) == [(1, "a1", 10, "insert", 1), (2, "b1", 20, "insert", 1),
-                                             (3, "c1", 30, "insert", 1)]
     late = upsert(spark, table, [(1, "late", 0)], version=3)  # lower than what key 1 holds: the merge ignores it
-    assert changes(spark, table, one, late) == []
     update = upsert(spark, table, [(2, "b2", 20)], version=7)
-    assert changes(spark, table, late, update) == [(2, "b1", 20, "update_preimage", update),
-                                                   (2, "b2", 20, "update_postimage", update)]
     same = upsert(spark, table, [(3, "c1", 30)], version=8)  # the same row again: no change
-    assert changes(spark, table, update, same) == []
     deleted = table.delete_keys(spark, spark.createDataFrame([(1,), (9,)], "k bigint"), version=6).seq
-    assert changes(spark, table, same, deleted) == [(1, "a1", 10, "delete", deleted)]  # key 9 never was there
     partial = upsert(spark, table, [(2, "b3")], version=9, schema="k BIGINT NOT NULL, a STRING")
     compacted = compact(table, spark).entry
     assert compacted is not None and change_window(table, partial, compacted.seq).empty
-    assert changes(spark, table, partial, compacted.seq) == []  # compaction changes no merged row
     back = upsert(spark, table, [(1, "back", 1)], version=10)  # above the delete: key 1 is back
-    # over the whole window: one net change per key, at the last data commit that touched it
-    assert changes(spark, table, one, back) == [
-        (1, "a1", 10, "update_preimage", back), (1, "back", 1, "update_postimage", back),
-        (2, "b1", 20, "update_preimage", partial), (2, "b3", 20, "update_postimage", partial)]
-    # filters apply to the merged rows at both ends: key 1 enters `n <= 5` (an insert), key 2 was never in it
-    assert changes(spark, table, one, back, filters=[("n", "<=", 5)]) == [(1, "back", 1, "insert", back)]
-    assert changes(spark, table, one, back, filters=[("k", "=", 2)]) == [
-        (2, "b1", 20, "update_preimage", partial), (2, "b3", 20, "update_postimage", partial)]
-    assert changes(spark, table, -1, back) == [(1, "back", 1, "insert", back), (2, "b3", 20, "insert", back),
-                                               (3, "c1", 30, "insert", back)]
+    expected = {
+        (0, one, None): [(1, "a1", 10, "insert", one), (2, "b1", 20, "insert", one), (3, "c1", 30, "insert", one)],
+        (one, late, None): [],
+        (late, update, None): [(2, "b1", 20, "update_preimage", update), (2, "b2", 20, "update_postimage", update)],
+        (update, same, None): [],
+        (same, deleted, None): [(1, "a1", 10, "delete", deleted)],  # key 9 never was there
+        (partial, compacted.seq, None): [],  # compaction changes no merged row
+        # over the whole window: one net change per key, at the last data commit that touched it
+        (one, back, None): [(1, "a1", 10, "update_preimage", back), (1, "back", 1, "update_postimage", back),
+                            (2, "b1", 20, "update_preimage", partial), (2, "b3", 20, "update_postimage", partial)],
+        # filters apply to the merged rows at both ends: key 1 enters `n <= 5` (an insert), key 2 was never in it
+        (one, back, (("n", "<=", 5),)): [(1, "back", 1, "insert", back)],
+        (one, back, (("k", "=", 2),)): [(2, "b1", 20, "update_preimage", partial),
+                                        (2, "b3", 20, "update_postimage", partial)],
+        (one, back, (("k", "=", 100),)): [],  # every touched file pruned
+        (-1, back, None): [(1, "back", 1, "insert", back), (2, "b3", 20, "insert", back),
+                           (3, "c1", 30, "insert", back)],
+    }
+    windows = list(expected)
+    found = collect_windows(spark, table, windows)
+    assert {w: as_tuples(rows) for w, (_, rows) in zip(windows, found, strict=True)} == expected
