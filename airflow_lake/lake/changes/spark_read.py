@@ -157,6 +157,11 @@ def _tagged(table: TableMetadata, spark: SparkSession, window: ChangeWindow, spe
     files = tuple({t.data_file.path: t.data_file for t in tags}.values())
     snapshot = Snapshot(window.end, "", spec, files, window.end_completed_at)
     df = Scan(table.storage, snapshot, tuple(parsed), files).to_df(spark)
+    kinds = {(t.seq, t.sign, t.micros) for t in tags}
+    if len(kinds) == 1:  # one commit's files, or the whole table from -1: constants, no join
+        seq, sign, micros = kinds.pop()
+        return df.withColumns({_SEQ: F.lit(seq).cast("bigint"), _SIGN: F.lit(sign).cast("int"),
+                               _MICROS: F.lit(micros).cast("bigint")})
     schema = T.StructType([T.StructField(_FILE, T.StringType(), False), T.StructField(_SEQ, T.LongType(), False),
                            T.StructField(_SIGN, T.IntegerType(), False),
                            T.StructField(_MICROS, T.LongType(), False)])

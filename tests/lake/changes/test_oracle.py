@@ -37,18 +37,17 @@ def changes_of(spark: Any, table: LakeTable, windows: list[tuple[int, int]]
     return dict(zip(windows, found, strict=True))
 
 
-def data_free_windows_give_nothing(spark: Any, table: LakeTable) -> int:
-    """Assert the window (c-1, c) of every data-free commit is empty and reads as no rows; how many there were."""
-    checked = 0
+def data_free_windows(table: LakeTable) -> list[tuple[int, int]]:
+    """The window (c-1, c) of every data-free commit, each checked to be empty (nothing to read)."""
+    out = []
     for entry in table.entries_since(0):
         if changes_data(entry):
             continue
         window = change_window(table, entry.seq - 1, entry.seq)
         assert window.empty and window.skipped == (entry.seq,), (entry.operation, window)
-        checked += 1
-    free = [(e.seq - 1, e.seq) for e in table.entries_since(0) if not changes_data(e)]
-    assert not any(rows for _, rows in changes_of(spark, table, free).values())
-    return checked
+        out.append((entry.seq - 1, entry.seq))
+    assert out, "no data-free commit"
+    return out
 
 
 def pairs(rnd: random.Random, head: int, count: int) -> list[tuple[int, int]]:
@@ -144,12 +143,15 @@ def test_plain_table_snapshot_plus_changes_is_the_later_snapshot(spark: Any, tmp
     operations = {e.operation for e in table.entries_since(0)}
     assert {"write", "delete", "execute_clustering", "bucket_rewrite", "restore", "alter_table"} <= operations
     windows = pairs(rnd, head, 6 if seed == 0 else 2)
-    for (a, b), (columns, changes) in changes_of(spark, table, windows).items():
+    free = data_free_windows(table)
+    found = changes_of(spark, table, windows + free)  # one Spark job
+    for (a, b) in windows:
+        columns, changes = found[(a, b)]
         start = [] if a == -1 else rows_of(table, a, columns)
         expected = Counter(rows_of(table, b, columns))
         assert apply_plain(start, changes, columns) == expected, (a, b, operations)
         assert all(max(a, 0) < r["_commit_seq"] <= b for r in changes) or a == -1
-    assert data_free_windows_give_nothing(spark, table) >= 1
+    assert not any(found[w][1] for w in free)  # data-free commits: no rows
 
 
 # -- primary-key tables ----------------------------------------------------------------------------------------------
@@ -225,8 +227,11 @@ def test_primary_key_table_snapshot_plus_changes_is_the_later_snapshot(spark: An
     operations = {e.operation for e in table.entries_since(0)}
     assert {"versioned_upsert", "delete", "restore"} <= operations
     windows = pairs(rnd, head, 6 if seed == 0 else 2)
-    for (a, b), (columns, changes) in changes_of(spark, table, windows).items():
+    free = data_free_windows(table)
+    found = changes_of(spark, table, windows + free)  # one Spark job
+    for (a, b) in windows:
+        columns, changes = found[(a, b)]
         assert columns == PK_COLUMNS
         start = {} if a == -1 else by_key(rows_of(table, a, columns))
         assert apply_keyed(start, changes) == by_key(rows_of(table, b, columns)), (a, b, operations)
-    assert data_free_windows_give_nothing(spark, table) >= 1
+    assert not any(found[w][1] for w in free)  # data-free commits (compactions): no rows
