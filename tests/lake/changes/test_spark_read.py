@@ -143,3 +143,21 @@ def test_primary_key_changes_are_net_per_key(spark: Any, tmp_path: Path) -> None
     windows = list(expected)
     found = collect_windows(spark, table, windows)
     assert {w: as_tuples(rows) for w, (_, rows) in zip(windows, found, strict=True)} == expected
+
+
+def test_primary_key_changes_read_only_the_touched_partitions_and_buckets(spark: Any, tmp_path: Path) -> None:
+    table = LakeTable.create(str(tmp_path / "t"), {"schema": f"{KEYED}, dt STRING", "primary_key": ["k"],
+                                                   "partition_by": ["dt"], "bucket": {"columns": ["k"], "count": 4}})
+    schema = f"{KEYED}, dt STRING"
+    upsert(spark, table, [(k, f"a{k}", k, day) for k in range(8) for day in ("d1", "d2")], version=1, schema=schema)
+    compact(table, spark)
+    one = upsert(spark, table, [(3, "x", 3, "d1")], version=2, schema=schema)  # one key: one bucket of d1
+    touched = table.commit_log.read(one).added
+    assert len(touched) == 1
+    others = [f for f in table.snapshot().files if f not in touched and
+              (f.partition["dt"] == "d2" or f.bucket != touched[0].bucket)]
+    assert len(others) == len(table.snapshot().files) - 2  # all but the bucket's base file and the delta
+    for data_file in others:  # a read of any of them fails
+        os.remove(table.storage.path(data_file.path))
+    assert changes(spark, table, one - 1, one) == [(3, "a3", 3, "d1", "update_preimage", one),
+                                                   (3, "x", 3, "d1", "update_postimage", one)]
