@@ -45,6 +45,8 @@ CLIENT = textwrap.dedent("""
     footers.SPARK_JOB_MIN_FILES = 1  # the footers read by a Spark job, over Connect
     out["second"] = table.write(df).metrics
     out["count_after"] = table.read(spark).count()
+    changes = table.changes(spark, 0, 2, filters=[("id", "<", 500)])  # both writes' rows, over Connect
+    out["changes"] = sorted(tuple(r) for r in changes.groupBy("_change_type", "_commit_seq").count().collect())
     try:
         table.write(spark.range(0, 3).selectExpr("id", "'' AS dt", "timestamp_seconds(id) AS ts"))
     except LakeSchemaError as err:
@@ -77,6 +79,7 @@ def test_bucketed_partitioned_write_and_read_over_connect(connect_url: str, tmp_
     assert out["first"]["rows_added"] == 1000 and out["first"]["files_added"] == 12
     assert out["count"] == 1000 and out["filtered"] == 10
     assert out["second"]["files_added"] == 12 and out["count_after"] == 2000
+    assert out["changes"] == [["insert", 1, 500], ["insert", 2, 500]]
     assert "empty string" in out["refused"]
     assert "SelectedBucketsCount: 1 out of 4" in out["point_plan"] and out["point_rows"] == 2
     assert out["group_by_shuffles"] == 0
