@@ -5,8 +5,7 @@ delete, alter, restore, clustering, bucket rewrite, compaction) and an input of 
 bucket rewrite, compaction, a copy-on-write delete, restore). Upkeep that changes no row (scheduling a clustering,
 clean, orphan removal, rolling back pending instants) reads the table only: a lineage graph must not draw it as a
 producer of the data. Sources are inputs: a write's or upsert's `source_path` or the lake tables of its `query` (its
-`tables` and its `incremental` upstreams),
-and the key source of a versioned delete.
+`tables` and its `incremental` upstreams), and the key source of a versioned delete.
 
 A table that committed is described as of its commit (the spec after it, the entry's statistics); a task that
 committed nothing (a no-op, a failure) still names what it read and would have written, without commit facts.

@@ -9,7 +9,6 @@ from airflow_lake.lake.commit.reads import TableRead, read_files
 from airflow_lake.lake.errors import LakeCommitConflict, LakeInstantRolledBack
 from airflow_lake.lake.format.consumed import CONSUMED, positions_of
 from airflow_lake.lake.format.log import COMPLETES, LogEntry
-from airflow_lake.lake.format.table_state import RESTORE_ACTION
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,7 @@ class CommitIntent:
     table_reads: tuple[TableRead, ...] = ()
     # Upstream positions this commit records (`format.consumed`), upstream identity -> this table's position at
     # the base (None: none yet): the job read the upstream's changes from there, so an entry since the base that
-    # moved one of them (another run of the consumer, or a restore) means those changes were taken meanwhile.
+    # recorded one of them (another run of the consumer) took changes of that window meanwhile.
     consumed: Mapping[str, int | None] = field(default_factory=dict)
 
 
@@ -101,19 +100,18 @@ def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
 
 
 def _check_consumed(intent: CommitIntent, entry: LogEntry) -> None:
-    """A conflict when `entry` moved a position this commit records: its changes window started there."""
-    if CONSUMED not in entry.metadata:
-        return
-    positions = positions_of(entry.metadata[CONSUMED])
-    if entry.action == RESTORE_ACTION:  # it set the whole map: moved where it differs from the base's
-        moved = sorted(u for u, seq in intent.consumed.items() if positions.get(u) != seq)
-    else:  # any other consumer's commit of the upstream took a window this job's window overlaps
-        moved = sorted(set(positions).intersection(intent.consumed))
+    """A conflict when `entry` recorded a position this commit records: another run consumed changes of that
+    upstream, and this job's window started before them. (A restore, which sets every position, records the
+    spec too: it conflicts with every commit since its base anyway.)"""
+    positions = positions_of(entry.metadata.get(CONSUMED))
+    moved = sorted(set(positions).intersection(intent.consumed))
     if moved:
         upstream = entry.metadata[CONSUMED].get(moved[0])
         name = upstream.get("table") if isinstance(upstream, Mapping) else None
+        read = intent.consumed[moved[0]]
+        since = "its first snapshot" if read is None else f"seq {read}"
         raise LakeCommitConflict(
             f"instant {entry.instant} ({entry.operation}) recorded consumed position(s) of {len(moved)} upstream "
-            f"table(s) this job consumes meanwhile, e.g. {name or moved[0]!r} at seq {positions.get(moved[0])} "
-            f"(this job read its changes from seq {intent.consumed[moved[0]]}): another run consumed them. Nothing "
+            f"table(s) this job consumes meanwhile, e.g. {name or moved[0]!r} at seq {positions[moved[0]]} "
+            f"(this job read its changes since {since}): another run consumed them. Nothing "
             "was committed; run the job again (it then reads only the changes left).")
