@@ -60,3 +60,15 @@ def test_the_operators_spec_consumes_and_lineage_names_the_upstream(spark: Any, 
     assert LakeTable.open(down).consumed() == {up.identity(): 1}
     datasets = task_datasets("write", down, operator_fields(op), metrics)
     assert [(d.url, d.lake_table) for d in datasets.inputs] == [(up.url, True)]
+
+
+def test_cluster_mode_reads_no_instant_of_an_incremental_write_as_a_noop(tmp_path: Path) -> None:
+    from airflow_lake.exceptions import LakeJobError
+    from airflow_lake.hooks.lake import LakeHook
+
+    down = LakeTable.create(str(tmp_path / "down"), {"schema": "id BIGINT"}).url
+    hook = LakeHook()
+    # an incremental write whose upstreams had nothing new commits nothing: that is its result, not a lost job
+    assert hook.read_metrics("write", down, "dag/w/run2/-1", commits=False)["noop"] is True
+    with pytest.raises(LakeJobError, match="no instant of request"):
+        hook.read_metrics("write", down, "dag/w/run2/-1")
