@@ -12,11 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_lake.jobs import run
 from airflow_lake.jobs.ops import write as write_op
-from airflow_lake.lake import LakeCommitConflict, LakeTable, faults
+from airflow_lake.lake import ColumnStats, DataFile, LakeCommitConflict, LakeTable, faults
+from airflow_lake.lake.format.instants import markers_dir
+from airflow_lake.lake.format.parquet_footers import file_facts
 from airflow_lake.lake.sources import load as load_module
 
 SCHEMA = "id BIGINT, v BIGINT, dt STRING"
@@ -33,11 +37,20 @@ class Lake:
         self.next_id = 0
 
     def add(self, n: int = 2, dt: str = "a") -> int:
-        """Append `n` new rows upstream; returns the upstream's new head."""
-        rows = [(self.next_id + i, self.next_id + i, dt) for i in range(n)]
+        """Append `n` new rows upstream (a real Parquet file and commit, written without Spark: cheap); returns the
+        upstream's new head."""
+        ids = list(range(self.next_id, self.next_id + n))
         self.next_id += n
-        self.up.write(self.spark.createDataFrame(rows, SCHEMA))
-        return self.head()
+        txn = self.up.begin("commit", "write")
+        rel = f"data/{txn.instant}-t/dt={dt}/part-{txn.instant}-{ids[0]:05d}.c000.parquet"
+        self.up.storage.touch(f"{markers_dir(txn.instant)}/{rel}")
+        self.up.storage.makedirs(rel.rsplit("/", 1)[0])
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array(ids, pa.int64())}),
+                       self.up.storage.path(rel))
+        rows, size, stats = file_facts(self.up.storage.path(rel), {"id": "bigint", "v": "bigint"})
+        added = DataFile(path=rel, partition={"dt": dt}, rows=rows, bytes=size, instant=txn.instant,
+                         stats={k: ColumnStats.from_list(v) for k, v in stats.items()})
+        return txn.commit(added=[added]).seq
 
     def head(self) -> int:
         return LakeTable.open(self.up.url).commit_log.head()

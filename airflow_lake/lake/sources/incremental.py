@@ -178,10 +178,12 @@ def nothing_changed(upstreams: Sequence[Upstream]) -> bool:
 
 
 def register_changes(spark: SparkSession, upstreams: Sequence[Upstream]) -> None:
-    """Register each upstream's changes in its window as its view."""
+    """Register each upstream's changes in its window as its view (`LakeTable.changes` of the window resolved at
+    the job's start)."""
+    from airflow_lake.lake.changes.spark_read import read_changes
+
     for upstream in upstreams:
-        df = upstream.table.changes(spark, upstream.start, upstream.end)
-        df.createOrReplaceTempView(upstream.ref.view)
+        read_changes(upstream.table, spark, upstream.window).createOrReplaceTempView(upstream.ref.view)
 
 
 def consumed_metadata(upstreams: Sequence[Upstream]) -> dict[str, Any]:
