@@ -256,3 +256,21 @@ def test_an_upsert_consumer_applies_inserts_updates_and_deletes(lake: Lake) -> N
     second = run(lake.spark, "versioned_upsert", {**spec, "request_id": "u2"})
     assert second["incremental"]["ch"]["commits"] == 2 and merged() == upstream()
     assert LakeTable.open(down).consumed() == {lake.up.identity(): lake.head()}
+
+
+def test_an_upsert_that_repeats_an_earlier_one_still_records_its_positions(lake: Lake) -> None:
+    down = LakeTable.create(str(lake.root / "keyed"), {"schema": "id BIGINT NOT NULL, v BIGINT, dt STRING",
+                                                       "primary_key": ["id"],
+                                                       "bucket": {"columns": ["id"], "count": 2}}).url
+    # the changes only trigger the query, which upserts the same rows at the same version every time
+    spec = {"table": down, "version": 5,
+            "source": {"query": "SELECT id, v, dt FROM everything WHERE id < 2 AND EXISTS (SELECT 1 FROM ch)",
+                       "tables": {"everything": lake.up.url},
+                       "incremental": [{"view": "ch", "table": lake.up.url}]}}
+    lake.add(2)
+    assert run(lake.spark, "versioned_upsert", {**spec, "request_id": "u1"})["rows"] == 2
+    head = lake.add(2)
+    repeated = run(lake.spark, "versioned_upsert", {**spec, "request_id": "u2"})
+    assert repeated["files_added"] == 0 and repeated["duplicate_of"] == 1
+    assert LakeTable.open(down).consumed() == {lake.up.identity(): head}  # not read again by the next run
+    assert rows(down) == Counter({(0, 0, "a"): 1, (1, 1, "a"): 1})
