@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.changes.window import ChangeWindow, change_window
 from airflow_lake.lake.commit.transaction import begin
-from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.errors import LakeChangesUnavailable, LakeSpecError
 from airflow_lake.lake.format.consumed import CONSUMED
 from airflow_lake.lake.spec.strict import MAX_EXACT_INT, SpecReader
 from airflow_lake.lake.spec.table_spec import IDENTIFIER
@@ -160,7 +160,16 @@ def resolve_upstreams(refs: Sequence[IncrementalRef], base: TableState, pin: Pin
                 else f"`from` is {start}"
             raise LakeSpecError(f"{where}.from", f"{what}, but its log ends at seq {head.seq}.",
                                 "Give a `from` at or before the upstream's head (`airflow-lake timeline PATH`).")
-        window = change_window(table, start, head.seq)
+        try:
+            window = change_window(table, start, head.seq)
+        except LakeChangesUnavailable as err:
+            if consumed is None:
+                raise
+            raise LakeChangesUnavailable(
+                f"{where}: this table consumed {ref.table!r} up to seq {start}, and {err} To consume it again "
+                "from scratch, restore this table to a snapshot from before it first consumed it (e.g. to_seq 0: "
+                "empty, nothing consumed) and run the job again: it then reads the whole upstream as inserts.",
+                err.start, err.oldest) from err
         out.append(Upstream(ref, table, ident, table.canonical_url, start, window))
         log.info("incremental view %s: changes of %s in (%d, %d], %d data-changing commit(s)", ref.view, table.url,
                  start, head.seq, len(window.commits))
