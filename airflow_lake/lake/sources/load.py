@@ -194,8 +194,8 @@ def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, 
     `pin`: the table a job commits to and its base (`LakeTable.begin(base=...)`): a query reading that table
     without an `as_of` reads it at the base, never at a newer state, whatever spelling of its URL it names.
     `tables`: the query's tables as `resolve_tables` resolved them already (else they are resolved here);
-    `upstreams`: the source's incremental upstreams as `incremental.resolve_upstreams` resolved them (their
-    changes windows: registered as their views; required when the source has `incremental`).
+    `upstreams`: the source's incremental upstreams with their changes windows (`incremental.windows`),
+    registered as their views; required when the source has `incremental`.
     `scans` (if given) gets, per query table name, the files read and the files skipped by their stats;
     `optional` columns may be missing from CSV and JSON files (a partial upsert).
     """
@@ -219,7 +219,7 @@ def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, 
         if scans is not None:
             scans[ref.name] = {"files_read": len(scan.files), "files_skipped": scan.files_skipped}
     if len(upstreams) != len(source.incremental):
-        raise ValueError("the source's incremental upstreams must be resolved first (`resolve_upstreams`)")
+        raise ValueError("the source's incremental upstreams must be resolved first (`incremental.windows`)")
     register_changes(spark, upstreams)
     assert source.query is not None
     views = [t.name for t in source.tables] + [u.ref.view for u in upstreams]
