@@ -67,7 +67,8 @@ def test_upstreams_refused_when_the_job_starts_nothing_committed(spark: Any, tmp
     assert LakeTable.open(down).commit_log.head() == 0
 
 
-def test_a_position_older_than_the_upstream_keeps_says_how_to_start_over_and_a_retry_still_answers(spark: Any, tmp_path: Path) -> None:
+def test_a_position_older_than_the_upstream_keeps_says_how_to_start_over_and_a_retry_still_answers(
+        spark: Any, tmp_path: Path) -> None:
     from airflow_lake.lake import LakeChangesUnavailable
     from airflow_lake.lake.format.consumed import CONSUMED
     from tests.lake.publish.arrow_commits import commit, make_table
