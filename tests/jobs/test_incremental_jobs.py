@@ -274,3 +274,31 @@ def test_an_upsert_that_repeats_an_earlier_one_still_records_its_positions(lake:
     assert repeated["files_added"] == 0 and repeated["duplicate_of"] == 1
     assert LakeTable.open(down).consumed() == {lake.up.identity(): head}  # not read again by the next run
     assert rows(down) == Counter({(0, 0, "a"): 1, (1, 1, "a"): 1})
+
+
+def test_a_primary_key_upstream_consumed_by_key(spark: Any, tmp_path: Path) -> None:
+    keyed = {"schema": "k BIGINT NOT NULL, v BIGINT", "primary_key": ["k"], "bucket": {"columns": ["k"], "count": 2}}
+    up = LakeTable.create(str(tmp_path / "up"), keyed).url
+    down = LakeTable.create(str(tmp_path / "down"), keyed).url
+
+    def upsert(values: str) -> None:  # rows (k, v, version, delete)
+        query = f"SELECT k, v, ver, del AS _delete FROM VALUES {values} AS t(k, v, ver, del)"
+        run(spark, "versioned_upsert", {"table": up, "version_column": "ver", "source": {"query": query}})
+
+    # net changes per key: an update is a pre- and a post-image (the post-image wins), a delete deletes
+    query = ("SELECT k, v, _commit_seq * 2 + IF(_change_type = 'delete', 0, 1) AS ver, "
+             "_change_type = 'delete' AS _delete FROM ch WHERE _change_type <> 'update_preimage'")
+    spec = {"table": down, "version_column": "ver",
+            "source": {"query": query, "incremental": [{"view": "ch", "table": up}]}}
+
+    def merged(path: str) -> list[tuple[Any, ...]]:
+        return sorted((r["k"], r["v"]) for r in LakeTable.open(path).to_arrow().to_pylist())
+    upsert("(1, 10, 10, false), (2, 20, 10, false), (3, 30, 10, false)")
+    run(spark, "versioned_upsert", {**spec, "request_id": "c1"})
+    assert merged(down) == merged(up) == [(1, 10), (2, 20), (3, 30)]
+    upsert("(1, 11, 12, false), (2, 21, 11, false), (3, CAST(NULL AS BIGINT), 13, true)")
+    upsert("(1, 99, 9, false), (4, 40, 9, false)")  # late: key 1 keeps version 12's value, key 4 is new
+    second = run(spark, "versioned_upsert", {**spec, "request_id": "c2"})
+    assert second["incremental"]["ch"]["commits"] == 2
+    assert merged(down) == merged(up) == [(1, 11), (2, 21), (4, 40)]
+    assert LakeTable.open(down).consumed() == {LakeTable.open(up).identity(): 3}
