@@ -37,20 +37,28 @@ class Lake:
         self.next_id = 0
 
     def add(self, n: int = 2, dt: str = "a") -> int:
-        """Append `n` new rows upstream (a real Parquet file and commit, written without Spark: cheap); returns the
-        upstream's new head."""
+        """Append `n` new rows (id = v) upstream; returns the upstream's new head."""
         ids = list(range(self.next_id, self.next_id + n))
         self.next_id += n
-        txn = self.up.begin("commit", "write")
-        rel = f"data/{txn.instant}-t/dt={dt}/part-{txn.instant}-{ids[0]:05d}.c000.parquet"
+        return self.commit([(i, i) for i in ids], dt)
+
+    def commit(self, rows: list[tuple[int, int]], dt: str, removed: tuple[str, ...] = ()) -> int:
+        """One upstream commit of a file of (id, v) `rows` in partition `dt` (removing `removed`: a rewrite),
+        written without Spark (a real Parquet file where our writer puts its files); returns its seq."""
+        txn = self.up.begin("replace" if removed else "commit", "delete" if removed else "write")
+        rel = f"data/{txn.instant}-t/dt={dt}/part-{txn.instant}-00000.c000.parquet"
         self.up.storage.touch(f"{markers_dir(txn.instant)}/{rel}")
         self.up.storage.makedirs(rel.rsplit("/", 1)[0])
-        pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array(ids, pa.int64())}),
-                       self.up.storage.path(rel))
-        rows, size, stats = file_facts(self.up.storage.path(rel), {"id": "bigint", "v": "bigint"})
-        added = DataFile(path=rel, partition={"dt": dt}, rows=rows, bytes=size, instant=txn.instant,
+        pq.write_table(pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
+                                 "v": pa.array([r[1] for r in rows], pa.int64())}), self.up.storage.path(rel))
+        count, size, stats = file_facts(self.up.storage.path(rel), {"id": "bigint", "v": "bigint"})
+        added = DataFile(path=rel, partition={"dt": dt}, rows=count, bytes=size, instant=txn.instant,
                          stats={k: ColumnStats.from_list(v) for k, v in stats.items()})
-        return txn.commit(added=[added]).seq
+        return txn.commit(added=[added], removed=removed).seq
+
+    def files(self, dt: str) -> tuple[str, ...]:
+        """The upstream's live files in partition `dt`."""
+        return tuple(f.path for f in LakeTable.open(self.up.url).snapshot().files if f.partition == {"dt": dt})
 
     def head(self) -> int:
         return LakeTable.open(self.up.url).commit_log.head()
@@ -248,11 +256,10 @@ def test_an_upsert_consumer_applies_inserts_updates_and_deletes(lake: Lake) -> N
     lake.add(2, "b")
     assert run(lake.spark, "versioned_upsert", {**spec, "request_id": "u1"})["rows"] == 5
     assert merged() == upstream()
-    spark = lake.spark
-    # an update of partition a (one row changed, one dropped, two kept) and a delete in b
-    lake.up.write(spark.createDataFrame([(0, 100, "a"), (2, 2, "a")], SCHEMA), mode="overwrite",
-                  partitions=[{"dt": "a"}])
-    lake.up.delete(spark, filters=[["id", "=", 3]])
+    # rewrites, as an overwrite or a copy-on-write delete makes them: partition a with row 0 changed, row 1
+    # dropped and row 2 carried over; partition b without row 3
+    lake.commit([(0, 100), (2, 2)], "a", removed=lake.files("a"))
+    lake.commit([(4, 4)], "b", removed=lake.files("b"))
     second = run(lake.spark, "versioned_upsert", {**spec, "request_id": "u2"})
     assert second["incremental"]["ch"]["commits"] == 2 and merged() == upstream()
     assert LakeTable.open(down).consumed() == {lake.up.identity(): lake.head()}
