@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.changes.window import ChangeWindow
+from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.format.pyarrow_read import arrow_type, read_files
 from airflow_lake.lake.format.table_metadata import TableMetadata
-from airflow_lake.lake.spec.partitions import partition_text
 from airflow_lake.lake.upsert.arrow_merge import read_merged_arrow
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from airflow_lake.lake.format.data_files import DataFile
 
 CHANGE_TYPE, COMMIT_SEQ, COMMIT_TIME = "_change_type", "_commit_seq", "_commit_time"
+CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_SEQ, COMMIT_TIME)  # the names `spark_read` gives them too
 INSERT, DELETE, PREIMAGE, POSTIMAGE = "insert", "delete", "update_preimage", "update_postimage"
 # what `change_counts` counts of each change type (an update is one pre- and one post-image: counted once)
 COUNTED = {INSERT: "inserted", DELETE: "deleted", POSTIMAGE: "updated"}
@@ -76,7 +77,7 @@ def read_plan(table: TableMetadata, window: ChangeWindow) -> ReadPlan:
         return ReadPlan((), window.initial)
     touched = {_partition_key(p) for p in window.partitions()}
     return ReadPlan(_live_in(table, window.start, touched), _live_in(table, window.end, touched),
-                    tuple(f for c in window.commits for f in c.added))
+                    tuple(f for c in window.commits for f in (*c.removed, *c.added)))
 
 
 def changes_arrow(table: TableMetadata, window: ChangeWindow, columns: Sequence[str] | None = None) -> pa.Table:
@@ -114,6 +115,11 @@ def change_counts(table: TableMetadata, window: ChangeWindow) -> dict[int, dict[
 
 def _changes(table: TableMetadata, window: ChangeWindow) -> Iterable[tuple[Row, str, int, float]]:
     """(row in the end spec's columns, change type, commit seq, commit time) of every change, in output order."""
+    clash = [c for c in window.spec.column_names if c.lower() in CHANGE_COLUMNS]
+    if clash:
+        raise LakeSpecError("columns", f"the table has a column named {clash[0]!r}, which the changes add "
+                            f"({', '.join(CHANGE_COLUMNS)}).",
+                            f"Rename it (alter_table [{{'rename': {clash[0]!r}, 'to': ...}}]).")
     if window.empty:
         return []
     if window.spec.primary_key:
@@ -124,8 +130,7 @@ def _changes(table: TableMetadata, window: ChangeWindow) -> Iterable[tuple[Row, 
 def _plain_changes(table: TableMetadata, window: ChangeWindow) -> list[tuple[Row, str, int, float]]:
     out: list[tuple[Row, str, int, float]] = []
     if window.initial:
-        end_time = _end_time(table, window)
-        out += [(row, INSERT, window.end, end_time) for row in _rows(table, window, window.initial)]
+        out += [(row, INSERT, window.end, window.end_completed_at) for row in _rows(table, window, window.initial)]
     for commit in window.commits:
         removed, added = _rows(table, window, commit.removed), _rows(table, window, commit.added)
         # multiset difference both ways: a row carried over (in both) is no change
@@ -143,23 +148,20 @@ def _keyed_changes(table: TableMetadata, window: ChangeWindow) -> list[tuple[Row
     keys = [*spec.partition_columns, *[k for k in spec.primary_key if k not in spec.partition_columns]]
     before = {tuple(_value(r[k]) for k in keys): r for r in _merged(table, window, plan.before)}
     after = {tuple(_value(r[k]) for k in keys): r for r in _merged(table, window, plan.after)}
-    # a key's change is credited to the newest commit of the window that wrote the key (an upsert's or a
-    # versioned delete's files hold it), else to the newest one that touched its partition (a restore's removals)
-    touched: dict[tuple[tuple[str, str | None], ...], tuple[int, float]] = {}
-    wrote: dict[tuple[Any, ...], tuple[int, float]] = {}
+    if window.initial:  # from the empty table: the merged snapshot at the end, every key an insert
+        return [(row, INSERT, window.end, window.end_completed_at) for row in _merged(table, window, plan.after)]
+    # a key's change is the last data commit of the window that touched it: whose added or removed files hold the
+    # key (an upsert's deltas, a versioned delete's tombstones, a restore's files), as `spark_read` credits it
+    touched: dict[tuple[Any, ...], tuple[int, float]] = {}
     for commit in window.commits:
-        for data_file in (*commit.removed, *commit.added):
-            touched[_partition_key(data_file.partition)] = (commit.seq, commit.completed_at)
-        if commit.added:
-            for row in read_files(table.storage, spec, commit.added, keys).to_pylist():
-                wrote[tuple(_value(row[k]) for k in keys)] = (commit.seq, commit.completed_at)
-    last = (window.end, _end_time(table, window)) if window.initial else \
-        (window.commits[-1].seq, window.commits[-1].completed_at)
+        files = (*commit.removed, *commit.added)
+        for row in read_files(table.storage, spec, files, keys).to_pylist() if files else []:
+            touched[tuple(_value(row[k]) for k in keys)] = (commit.seq, commit.completed_at)
+    last = (window.commits[-1].seq, window.commits[-1].completed_at)
 
     def credit(row: Row) -> tuple[int, float]:
-        key = tuple(_value(row[k]) for k in keys)
-        partition = tuple(sorted((c, partition_text(spec.column(c).type, row[c])) for c in spec.partition_columns))
-        return wrote.get(key) or touched.get(partition) or last
+        # (a key no file of the window holds cannot have changed: the fallback is never used but for safety)
+        return touched.get(tuple(_value(row[k]) for k in keys), last)
 
     out: list[tuple[Row, str, int, float]] = []
     for key in _sorted({*before, *after}):
@@ -193,10 +195,6 @@ def _merged(table: TableMetadata, window: ChangeWindow, files: Sequence[DataFile
 def _live_in(table: TableMetadata, seq: int, partitions: set[tuple[tuple[str, str | None], ...]]
              ) -> tuple[DataFile, ...]:
     return tuple(f for f in table.state(seq).files.values() if _partition_key(f.partition) in partitions)
-
-
-def _end_time(table: TableMetadata, window: ChangeWindow) -> float:
-    return table.state(window.end).completed_at
 
 
 def _take(rows: Sequence[Row], wanted: Counter[tuple[Any, ...]]) -> list[Row]:
