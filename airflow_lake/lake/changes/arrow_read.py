@@ -104,10 +104,20 @@ def change_counts(table: TableMetadata, window: ChangeWindow) -> dict[int, dict[
     """Per data-changing commit of `window` (by seq, oldest first): rows inserted, deleted and updated (keys of a
     primary-key table; plain tables have no updates). A commit whose changes cancel out counts zeros; data-free
     commits (`window.skipped`) are not listed. A window from the empty table counts its inserts at its end."""
+    return _counted(window, ((kind, seq) for _, kind, seq, _ in _changes(table, window)))
+
+
+def counts_of(window: ChangeWindow, changes: pa.Table) -> dict[int, dict[str, int]]:
+    """`change_counts` of rows `changes_arrow(table, window)` already read (without reading them again)."""
+    return _counted(window, zip(changes.column(CHANGE_TYPE).to_pylist(), changes.column(COMMIT_SEQ).to_pylist(),
+                                strict=True))
+
+
+def _counted(window: ChangeWindow, changes: Iterable[tuple[str, int]]) -> dict[int, dict[str, int]]:
     counts = {c.seq: {"inserted": 0, "deleted": 0, "updated": 0} for c in window.commits}
     if window.initial:
         counts.setdefault(window.end, {"inserted": 0, "deleted": 0, "updated": 0})
-    for _, kind, seq, _ in _changes(table, window):
+    for kind, seq in changes:
         if kind in COUNTED:
             counts.setdefault(seq, {"inserted": 0, "deleted": 0, "updated": 0})[COUNTED[kind]] += 1
     return dict(sorted(counts.items()))
