@@ -11,19 +11,20 @@ under 300 ms (`benchmarks/bench_lake_page.py`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake import health, reports
 from airflow_lake.cli_format import fmt_bytes, partition_label
 from airflow_lake.lake.changes.arrow_read import change_counts, read_plan
-from airflow_lake.lake.changes.window import change_window, changes_data
+from airflow_lake.lake.changes.window import ChangeWindow, change_window, changes_data
 from airflow_lake.lake.clustering.timeline import pending_plans
 from airflow_lake.lake.errors import LakeChangesUnavailable, LakeError
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
@@ -63,7 +64,7 @@ def group_by_partition(files: Iterable[DataFile]) -> dict[PartitionKey, list[Dat
     return out
 
 
-@dataclass
+@dataclasses.dataclass
 class Opened:
     """One table as one request reads it: its latest state (resolved once) and the log entries read so far."""
 
@@ -71,7 +72,7 @@ class Opened:
     table: LakeTable
     state: TableState
     spec: TableSpec
-    entries: dict[int, LogEntry] = field(default_factory=dict)
+    entries: dict[int, LogEntry] = dataclasses.field(default_factory=dict)
     _groups: dict[PartitionKey, list[DataFile]] | None = None
 
     @classmethod
@@ -344,12 +345,13 @@ def change_counts_max_bytes() -> int:
     """A commit whose change count would read more bytes than this is not counted: `[lake] change_counts_max_mb`
     (env AIRFLOW__LAKE__CHANGE_COUNTS_MAX_MB), default 256 MB; 0 counts none."""
     raw = os.environ.get("AIRFLOW__LAKE__CHANGE_COUNTS_MAX_MB")
-    if raw is None:
+    # Airflow's configuration as the api-server loaded it; never imported here (seconds, for a page's data
+    # computed outside the api-server: the default then)
+    configuration = sys.modules.get("airflow.configuration")
+    if raw is None and configuration is not None:
         try:
-            from airflow.configuration import conf
-
-            raw = conf.get("lake", "change_counts_max_mb", fallback=None)
-        except Exception:  # Airflow not configured (tests of the page's data): the default
+            raw = configuration.conf.get("lake", "change_counts_max_mb", fallback=None)
+        except Exception:  # a configuration that cannot answer: the default
             raw = None
     try:
         megabytes = float(raw) if raw not in (None, "") else CHANGE_COUNTS_MAX_MB
@@ -370,6 +372,7 @@ def commit_changes(opened: Opened, seqs: Sequence[int], max_bytes: int | None = 
     limit = change_counts_max_bytes() if max_bytes is None else max_bytes
     identity = opened.table.identity(opened.state)
     out: dict[int, dict[str, Any]] = {}
+    todo: dict[int, tuple[str, int, str]] = {}  # seq -> its key in the kept counts
     counted = 0
     for seq in seqs:
         try:
@@ -390,14 +393,44 @@ def commit_changes(opened: Opened, seqs: Sequence[int], max_bytes: int | None = 
             known = _counts_cache.get(key)
             if known is not None:
                 _counts_cache.move_to_end(key)
-        out[seq] = known if known is not None else _count(opened, seq, key, limit)
+        if known is not None:
+            out[seq] = known
+        else:
+            todo[seq] = key
+    for seq, window in _single_windows(opened, sorted(todo)).items():
+        out[seq] = _count(opened, seq, window, todo[seq], limit)
     return out
 
 
-def _count(opened: Opened, seq: int, key: tuple[str, int, str], limit: int) -> dict[str, Any]:
+def _single_windows(opened: Opened, seqs: Sequence[int]) -> dict[int, ChangeWindow | BaseException]:
+    """The window (seq - 1, seq] of each of `seqs` (data-changing commits, oldest first), or why there is none.
+    Cut from one window over them all: its start's state is resolved once, not once per commit (a checkpoint and
+    the entries after it), which on a long timeline costs more than counting a small commit."""
+    if not seqs:
+        return {}
+    try:
+        span = change_window(opened.table, seqs[0] - 1, seqs[-1])
+    except Exception:  # e.g. the oldest one's start was cleaned: each on its own, to say so for those alone
+        return {seq: _window_or_error(opened, seq) for seq in seqs}
+    by_seq = {c.seq: c for c in span.commits}
+    return {seq: dataclasses.replace(span, start=seq - 1, end=seq, commits=(by_seq[seq],), skipped=(),
+                                     end_completed_at=by_seq[seq].completed_at)
+            if seq in by_seq else _window_or_error(opened, seq) for seq in seqs}
+
+
+def _window_or_error(opened: Opened, seq: int) -> ChangeWindow | BaseException:
+    try:
+        return change_window(opened.table, seq - 1, seq)
+    except Exception as err:
+        return err
+
+
+def _count(opened: Opened, seq: int, window: ChangeWindow | BaseException, key: tuple[str, int, str],
+           limit: int) -> dict[str, Any]:
     """One commit's change counts (kept when they are final: counted, or its history cleaned)."""
     try:
-        window = change_window(opened.table, seq - 1, seq)
+        if isinstance(window, BaseException):
+            raise window
         size = read_plan(opened.table, window).bytes
         if size > limit:
             return {"state": "not_counted", "bytes": size,
