@@ -94,9 +94,11 @@ def changes_arrow(table: TableMetadata, window: ChangeWindow, columns: Sequence[
                         (CHANGE_TYPE, pa.string()), (COMMIT_SEQ, pa.int64()),
                         (COMMIT_TIME, arrow_type("timestamp"))])
     out = []
+    # whole microseconds rounded as `spark_read` rounds them (`fromtimestamp` may round the other way)
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     for row, kind, seq, when in _changes(table, window):
         out.append({**{name: row[name] for name in wanted}, CHANGE_TYPE: kind, COMMIT_SEQ: seq,
-                    COMMIT_TIME: dt.datetime.fromtimestamp(when, tz=dt.UTC)})
+                    COMMIT_TIME: epoch + dt.timedelta(microseconds=round(when * 1_000_000))})
     return pa.Table.from_pylist(out, schema=schema)
 
 
