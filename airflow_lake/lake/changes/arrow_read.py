@@ -53,8 +53,8 @@ _NAN = _NaN()
 class ReadPlan:
     """The files a window's Arrow read opens: for a plain table the commits' removed and added files (or the
     files live at the end); for a primary-key table the live files before and after the window in the
-    partitions it touched, and the files the window's commits added (their keys say which commit a key's change
-    is credited to)."""
+    partitions it touched, and the files the window's commits added or removed (their keys say which commit a
+    key's change is credited to)."""
 
     before: tuple[DataFile, ...]
     after: tuple[DataFile, ...]
@@ -158,10 +158,10 @@ def _keyed_changes(table: TableMetadata, window: ChangeWindow) -> list[tuple[Row
     spec = window.spec
     plan = read_plan(table, window)
     keys = [*spec.partition_columns, *[k for k in spec.primary_key if k not in spec.partition_columns]]
-    before = {tuple(_value(r[k]) for k in keys): r for r in _merged(table, window, plan.before)}
-    after = {tuple(_value(r[k]) for k in keys): r for r in _merged(table, window, plan.after)}
     if window.initial:  # from the empty table: the merged snapshot at the end, every key an insert
         return [(row, INSERT, window.end, window.end_completed_at) for row in _merged(table, window, plan.after)]
+    before = {tuple(_value(r[k]) for k in keys): r for r in _merged(table, window, plan.before)}
+    after = {tuple(_value(r[k]) for k in keys): r for r in _merged(table, window, plan.after)}
     # a key's change is the last data commit of the window that touched it: whose added or removed files hold the
     # key (an upsert's deltas, a versioned delete's tombstones, a restore's files), as `spark_read` credits it
     touched: dict[tuple[Any, ...], tuple[int, float]] = {}

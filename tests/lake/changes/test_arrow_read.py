@@ -145,3 +145,29 @@ def test_a_window_without_data_commits_reads_nothing(spark: Any, tmp_path: Path)
     assert changes_arrow(table, window).num_rows == 0 and change_counts(table, window) == {}
     # a row written before a column was added reads NULL there
     assert changes(table, 0, 3) == [(1, "a", None, "insert", 1)]
+
+
+def test_a_nan_carried_over_is_no_change(tmp_path: Path) -> None:
+    """NaN != NaN in Python, yet a row holding NaN that a rewrite kept is no change (as Spark's set operations
+    compare it). Files written with pyarrow: no Spark."""
+    import pyarrow.parquet as pq
+
+    from airflow_lake.lake.format.data_files import DataFile
+
+    table = LakeTable.create(str(tmp_path / "t"), {"schema": "x DOUBLE, n BIGINT"})
+
+    def commit(values: list[float], removed: list[str]) -> DataFile:
+        txn = table.begin("replace" if removed else "commit", "delete" if removed else "write")
+        rel = f"part-{txn.instant}-0.parquet"
+        pq.write_table(pa.table({"x": pa.array(values, pa.float64()), "n": pa.array([1] * len(values))}),
+                       table.storage.path(rel))
+        added = DataFile(rel, {}, len(values), Path(table.storage.path(rel)).stat().st_size, instant=txn.instant)
+        txn.commit(added=[added], removed=removed)
+        return added
+
+    first = commit([float("nan"), 1.0, float("nan")], [])
+    commit([float("nan"), float("nan")], [first.path])
+    got = changes_arrow(table, change_window(table, 1, 2)).to_pylist()
+    assert [(r["x"], r["_change_type"]) for r in got] == [(1.0, "delete")]
+    assert change_counts(table, change_window(table, 0, 2)) == {1: {"inserted": 3, "deleted": 0, "updated": 0},
+                                                                2: {"inserted": 0, "deleted": 1, "updated": 0}}
