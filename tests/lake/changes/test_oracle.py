@@ -114,7 +114,7 @@ def random_plain_commits(spark: Any, table: LakeTable, rnd: random.Random, steps
             table.delete(spark, filters=[("id", "in", rnd.sample(range(7), 2))])
         elif kind == "cluster":
             plan = run(None, "schedule_clustering", {"table": table.url, "small_file_limit_bytes": BIG,
-                                                     "max_bytes_per_group": BIG, "layout": "LINEAR",
+                                                     "max_bytes_per_group": BIG, "min_commits": 0, "layout": "LINEAR",
                                                      "sort_columns": ["v"]})
             if plan.get("plan_id"):
                 run(spark, "execute_clustering", {"table": table.url, "plan_id": plan["plan_id"]})
@@ -153,11 +153,11 @@ def test_plain_table_snapshot_plus_changes_is_the_later_snapshot(spark: Any, tmp
     rnd = random.Random(seed)
     table = LakeTable.create(str(tmp_path / "t"), {"schema": "id BIGINT, v STRING, dt STRING",
                                                    "partition_by": ["dt"]})
-    random_plain_commits(spark, table, rnd, steps=10 if seed == 0 else 8)
+    random_plain_commits(spark, table, rnd, steps=9 if seed == 0 else 8)
     head = table.commit_log.head()
     operations = {e.operation for e in table.entries_since(0)}
-    assert {"write", "delete", "bucket_rewrite", "restore", "alter_table"} <= operations
-    windows = pairs(rnd, head, 8 if seed == 0 else 3)
+    assert {"write", "delete", "execute_clustering", "bucket_rewrite", "restore", "alter_table"} <= operations
+    windows = pairs(rnd, head, 6 if seed == 0 else 2)
     for (a, b), (columns, changes) in changes_of(spark, table, windows).items():
         start = [] if a == -1 else rows_of(table, a, columns)
         expected = Counter(rows_of(table, b, columns))
@@ -234,11 +234,11 @@ def test_primary_key_table_snapshot_plus_changes_is_the_later_snapshot(spark: An
     table = LakeTable.create(str(tmp_path / "t"), {
         "schema": "k BIGINT NOT NULL, a STRING, n BIGINT, dt STRING", "primary_key": ["k"], "partition_by": ["dt"],
         "bucket": {"columns": ["k"], "count": 2}})
-    random_keyed_commits(spark, table, rnd, steps=9 if seed == 0 else 7)
+    random_keyed_commits(spark, table, rnd, steps=8 if seed == 0 else 6)
     head = table.commit_log.head()
     operations = {e.operation for e in table.entries_since(0)}
     assert {"versioned_upsert", "delete", "restore"} <= operations
-    windows = pairs(rnd, head, 8 if seed == 0 else 3)
+    windows = pairs(rnd, head, 6 if seed == 0 else 2)
     for (a, b), (columns, changes) in changes_of(spark, table, windows).items():
         assert columns == PK_COLUMNS
         start = {} if a == -1 else by_key(rows_of(table, a, columns))

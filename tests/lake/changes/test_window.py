@@ -70,9 +70,12 @@ def test_bounds_by_seq_instant_and_time(history: LakeTable) -> None:
     assert (change_window(history, "2", " 5 ").start, change_window(history, "2", "5").end) == (2, 5)
     at = entries[3].completed_at
     assert change_window(history, at, at + 0.0001).start == 3  # the last snapshot completed at or before it
-    iso = dt.datetime.fromtimestamp(entries[3].completed_at, tz=dt.UTC).isoformat()
+    later = at + 1e-5  # (text holds microseconds: a time rounded down would be before entry 3)
+    assert later < entries[4].completed_at
+    iso = dt.datetime.fromtimestamp(later, tz=dt.UTC).isoformat()
     assert change_window(history, iso).start == 3
-    assert change_window(history, f"{at:.6f}").start == 3  # UNIX seconds as text, with a decimal point
+    assert change_window(history, iso.replace("+00:00", "")).start == 3  # without a zone: UTC
+    assert change_window(history, f"{later:.6f}").start == 3  # UNIX seconds as text, with a decimal point
     before = entries[0].completed_at - 60
     assert change_window(history, before).start == FROM_EMPTY  # before the table: everything is new since
     with pytest.raises(LakeSpecError, match="before the table was created"):
