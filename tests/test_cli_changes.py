@@ -87,8 +87,10 @@ def test_json_holds_the_window_the_counts_and_the_rows(table: LakeTable, capsys:
 
 def test_bounds_are_seqs_instant_ids_or_times(table: LakeTable, capsys: pytest.CaptureFixture[str]) -> None:
     first, second = table.commit_log.read(1), table.commit_log.read(2)
-    iso = dt.datetime.fromtimestamp(first.completed_at, tz=dt.UTC).isoformat()  # the last snapshot at it: seq 1
-    for start in (iso, first.instant, f"{first.completed_at:.6f}"):
+    later = first.completed_at + 1e-5  # (a time as text holds microseconds: rounded down, it would be before seq 1)
+    assert later < second.completed_at
+    iso = dt.datetime.fromtimestamp(later, tz=dt.UTC).isoformat()  # the last snapshot at or before it: seq 1
+    for start in (iso, iso.replace("+00:00", ""), first.instant, f"{later:.6f}"):
         data = as_json(capsys, "changes", table.url, "--from", start, "--to", second.instant)
         assert (data["window"]["start"], data["window"]["end"]) == (1, 2), start
         assert [c["seq"] for c in data["commits"]] == [2]
