@@ -11,6 +11,9 @@
     airflow-lake restore /lake/sales --to SEQ|INSTANT|TIMESTAMP [--dry-run] [--json]
     airflow-lake alter /lake/sales [--add "c2 BIGINT AFTER c1"] [--widen "c BIGINT"] [--drop c] [--rename a=b]
                                    [--set k=v] [--unset k] [--json]   (in the order given; one commit, no data file)
+    airflow-lake changes /lake/sales --from N|INSTANT|TIME [--to M] [--limit K] [--json]
+                                   (rows inserted / deleted / updated per commit, then the rows: read with
+                                   pyarrow, no Spark; cli_changes.py)
     airflow-lake delete /lake/sales --where PREDICATE | --filter COLUMN OP VALUE ... [--dry-run] [--json]
                                    (the one command that starts Spark: rows are rewritten; cli_delete.py)
     airflow-lake delete /lake/users --keys '[{"user_id": 42}]' --version N   (primary-key tables)
@@ -19,7 +22,8 @@
     airflow-lake connect-server [--port 15002] [--master local[2]] [--json]   (a Spark Connect server for lake tasks)
     airflow-lake jars s3|gcs|azure [--json]          (Spark's connector jars for a store, fetched once: store_jars.py)
 
-It works on metadata (the commit log, checkpoints and pending instants), so it needs neither Spark nor Airflow.
+It works on metadata (the commit log, checkpoints and pending instants), so it needs neither Spark nor Airflow;
+`changes` also reads the data files the commits touched, with pyarrow.
 Every path may be a table URL on an object store instead (`airflow-lake ls s3://bucket/lake`, `airflow-lake show
 s3://bucket/lake/sales`), reached with the store's usual configuration (for S3: AWS_* environment variables or
 ~/.aws, as botocore reads them; AWS_ENDPOINT_URL for an S3-compatible server).
@@ -47,6 +51,7 @@ from typing import NoReturn
 
 from airflow_lake import cli_format as fmt
 from airflow_lake import connect_server, store_jars
+from airflow_lake.cli_changes import add_changes_parser, changes_data, render_changes
 from airflow_lake.cli_delete import add_delete_parser, delete_data, render_delete
 from airflow_lake.cli_publish import add_publish_parser, failure_line, publish_data, render_publish
 from airflow_lake.lake.errors import LakeError, LakeSpecError
@@ -109,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = _Parser(
         prog=PROG, description="Inspect airflow-lake tables (metadata only), list the tables under a root, remove "
         "orphan files, roll back pending instants, clean, restore an earlier snapshot, alter, delete, publish for "
-        "other engines.")
+        "other engines, read the changes between snapshots.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     listing = commands.add_parser("ls", help="every lake table under a root: kind, rows, files, size, last commit, "
                                   "health")
@@ -163,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in rollback:
         sub.add_argument("instants", nargs="*", metavar="INSTANT",
                          help="pending instant ids (17 digits) as `timeline` and `plans` show them")
+    add_changes_parser(commands)  # (reads data files with pyarrow: cli_changes.py)
     add_delete_parser(commands)  # (needs Spark: cli_delete.py)
     add_publish_parser(commands)  # (every table at or under each PATH: cli_publish.py)
     server = commands.add_parser("connect-server", help="run a Spark Connect server (from the pip package) for "
@@ -339,6 +345,7 @@ COMMANDS: dict[str, tuple[Callable[[LakeTable, argparse.Namespace], Data], Calla
     "restore": (_restore_data, _render_restore),
     "alter": (_alter_data, _render_alter),
     "delete": (delete_data, render_delete),
+    "changes": (changes_data, render_changes),
 }
 
 

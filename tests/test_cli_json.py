@@ -53,6 +53,9 @@ def test_every_metadata_command_prints_one_json_document(tmp_path: Path) -> None
     assert cli_json("files", url)["totals"]["files"] == 5
     assert cli_json("show", url)["effective_properties"]["health.small_file_share"] == "0.5"
     assert cli_json("plans", url)["plans"][0]["partitions_detail"][0]["name"] == "dt=b"
+    # (the files of these commits are dummies: their changes cannot be read, which the error says)
+    assert "cannot be read" in cli_json("changes", url, "--from", "0", code=2)["error"]
+    assert cli_json("changes", url, "--from", "1", "--to", "1")["commits"] == []
     assert cli_json("remove-orphan-files", url, "--dry-run")["orphans"] == ["dt=a/lost.parquet"]
     assert cli_json("vacuum", url)["files_deleted"] == 1  # (the old name: its note goes to stderr)
     dead = table.begin("commit", "write")

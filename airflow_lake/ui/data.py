@@ -1,6 +1,8 @@
-"""What the Lake page shows, from table metadata only (the log, checkpoints, pending instants; never Spark, never a
-data file): a summary per table, and one table's schema, partitions, clustering, primary-key state, health,
-charts over its timeline, timeline and layout.
+"""What the Lake page shows, from table metadata (the log, checkpoints, pending instants; never Spark): a summary
+per table, and one table's schema, partitions, clustering, primary-key state, health, charts over its timeline,
+timeline and layout. The one thing read from data files is a commit's change counts (rows inserted, deleted and
+updated: `commit_changes`), with pyarrow, for the newest few data-changing commits of a timeline, each only if it
+touched at most `[lake] change_counts_max_mb`, and kept per commit for the process's life (history does not change).
 
 Everything of one request comes from one open of the table: its latest state is resolved once (a checkpoint and
 the entries after it), and the newest log entries are read once. A table with 10,000 instants renders in well
@@ -9,15 +11,22 @@ under 300 ms (`benchmarks/bench_lake_page.py`).
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import os
 import re
+import sys
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake import health, reports
-from airflow_lake.cli_format import partition_label
+from airflow_lake.cli_format import fmt_bytes, partition_label
+from airflow_lake.lake.changes.arrow_read import change_counts, read_plan
+from airflow_lake.lake.changes.window import ChangeWindow, change_window, changes_data
 from airflow_lake.lake.clustering.timeline import pending_plans
-from airflow_lake.lake.errors import LakeError
+from airflow_lake.lake.errors import LakeChangesUnavailable, LakeError
 from airflow_lake.lake.format.data_files import DataFile, file_bucketing
 from airflow_lake.lake.format.log import LogEntry, LogEntryExpired
 from airflow_lake.lake.format.snapshots import TableState
@@ -32,6 +41,12 @@ MAX_PARTITION_ROWS = 500  # the per-partition table shows the newest this many (
 AIRFLOW_KEY = "airflow"  # log entry metadata: the task instance whose operator made the commit
 # data files are named part-<instant>-...: a removed file's adding entry is found from its name
 _FILE_INSTANT = re.compile(r"(?:^|/)part-(\d{17})-")
+CHANGE_COUNT_COMMITS = 10  # a timeline's newest data-changing commits whose rows are counted (older ones: n/a)
+CHANGE_COUNTS_MAX_MB = 256.0  # default of `[lake] change_counts_max_mb`: a commit touching more is not counted
+_COUNTS_KEPT = 4096  # commits whose counts a process keeps
+_counts_cache: OrderedDict[tuple[str, int, str], dict[str, Any]] = OrderedDict()
+_counts_lock = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 PartitionKey = tuple[tuple[str, str | None], ...]
@@ -49,7 +64,7 @@ def group_by_partition(files: Iterable[DataFile]) -> dict[PartitionKey, list[Dat
     return out
 
 
-@dataclass
+@dataclasses.dataclass
 class Opened:
     """One table as one request reads it: its latest state (resolved once) and the log entries read so far."""
 
@@ -57,7 +72,7 @@ class Opened:
     table: LakeTable
     state: TableState
     spec: TableSpec
-    entries: dict[int, LogEntry] = field(default_factory=dict)
+    entries: dict[int, LogEntry] = dataclasses.field(default_factory=dict)
     _groups: dict[PartitionKey, list[DataFile]] | None = None
 
     @classmethod
@@ -127,6 +142,10 @@ def table_detail(ref: TableRef, limit: int = TIMELINE_PAGE, opened: Opened | Non
     clustering = clustering_detail(opened, summary)
     instants = [item.to_dict() for item in opened.table.timeline(limit)]
     instants.reverse()
+    counted = commit_changes(opened, [i["seq"] for i in instants if i["state"] == "completed"])
+    for item in instants:
+        if item["state"] == "completed" and item["seq"] in counted:
+            item["changes"] = counted[item["seq"]]
     return {
         "summary": summary, "schema": schema_data(opened.spec), "partitions": partitions_data(opened, entries),
         "plans": clustering, "charts": charts_data(opened, entries, small_file_bytes(opened.spec)),
@@ -319,6 +338,116 @@ def _removed_file(opened: Opened, path: str, known: dict[str, DataFile]) -> Data
     for data_file in entry.added:
         known.setdefault(data_file.path, data_file)
     return known.get(path)
+
+
+# -- a commit's change counts ------------------------------------------------------------------------------------
+def change_counts_max_bytes() -> int:
+    """A commit whose change count would read more bytes than this is not counted: `[lake] change_counts_max_mb`
+    (env AIRFLOW__LAKE__CHANGE_COUNTS_MAX_MB), default 256 MB; 0 counts none."""
+    raw = os.environ.get("AIRFLOW__LAKE__CHANGE_COUNTS_MAX_MB")
+    # Airflow's configuration as the api-server loaded it; never imported here (seconds, for a page's data
+    # computed outside the api-server: the default then)
+    configuration = sys.modules.get("airflow.configuration")
+    if raw is None and configuration is not None:
+        try:
+            raw = configuration.conf.get("lake", "change_counts_max_mb", fallback=None)
+        except Exception:  # a configuration that cannot answer: the default
+            raw = None
+    try:
+        megabytes = float(raw) if raw not in (None, "") else CHANGE_COUNTS_MAX_MB
+    except ValueError:
+        log.warning("[lake] change_counts_max_mb = %r is no number: using %g", raw, CHANGE_COUNTS_MAX_MB)
+        megabytes = CHANGE_COUNTS_MAX_MB
+    return max(0, int(megabytes * 1024 * 1024))
+
+
+def commit_changes(opened: Opened, seqs: Sequence[int], max_bytes: int | None = None,
+                   commits: int = CHANGE_COUNT_COMMITS) -> dict[int, dict[str, Any]]:
+    """Per log entry `seqs` (newest first): what it changed, as {"state": "counted", "inserted", "deleted",
+    "updated"} (rows; keys of a primary-key table), {"state": "data_free"} (it changed no row: create, alter,
+    clean, rollback, clustering, bucket rewrite, compaction) or {"state": "not_counted", "reason"} — beyond the
+    newest `commits` data-changing ones, reading more than `max_bytes` (default `change_counts_max_bytes`), or
+    files that cannot be read (cleaned, damaged). The counts are `changes.arrow_read.change_counts` of the window
+    (seq - 1, seq)."""
+    limit = change_counts_max_bytes() if max_bytes is None else max_bytes
+    identity = opened.table.identity(opened.state)
+    out: dict[int, dict[str, Any]] = {}
+    todo: dict[int, tuple[str, int, str]] = {}  # seq -> its key in the kept counts
+    counted = 0
+    for seq in seqs:
+        try:
+            entry = opened.entry(seq)
+        except LakeError as err:  # an entry `clean` expired, or a damaged one: the timeline says what it can
+            out[seq] = {"state": "not_counted", "reason": str(err)}
+            continue
+        if not changes_data(entry):
+            out[seq] = {"state": "data_free"}
+            continue
+        counted += 1
+        if counted > commits:
+            out[seq] = {"state": "not_counted", "reason": f"only the newest {commits} data-changing commits of a "
+                        f"page are counted: airflow-lake changes PATH --from {seq - 1} --to {seq}"}
+            continue
+        key = (identity, seq, entry.instant)
+        with _counts_lock:
+            known = _counts_cache.get(key)
+            if known is not None:
+                _counts_cache.move_to_end(key)
+        if known is not None:
+            out[seq] = known
+        else:
+            todo[seq] = key
+    for seq, window in _single_windows(opened, sorted(todo)).items():
+        out[seq] = _count(opened, seq, window, todo[seq], limit)
+    return out
+
+
+def _single_windows(opened: Opened, seqs: Sequence[int]) -> dict[int, ChangeWindow | BaseException]:
+    """The window (seq - 1, seq] of each of `seqs` (data-changing commits, oldest first), or why there is none.
+    Cut from one window over them all: its start's state is resolved once, not once per commit (a checkpoint and
+    the entries after it), which on a long timeline costs more than counting a small commit."""
+    if not seqs:
+        return {}
+    try:
+        span = change_window(opened.table, seqs[0] - 1, seqs[-1])
+    except Exception:  # e.g. the oldest one's start was cleaned: each on its own, to say so for those alone
+        return {seq: _window_or_error(opened, seq) for seq in seqs}
+    by_seq = {c.seq: c for c in span.commits}
+    return {seq: dataclasses.replace(span, start=seq - 1, end=seq, commits=(by_seq[seq],), skipped=(),
+                                     end_completed_at=by_seq[seq].completed_at)
+            if seq in by_seq else _window_or_error(opened, seq) for seq in seqs}
+
+
+def _window_or_error(opened: Opened, seq: int) -> ChangeWindow | BaseException:
+    try:
+        return change_window(opened.table, seq - 1, seq)
+    except Exception as err:
+        return err
+
+
+def _count(opened: Opened, seq: int, window: ChangeWindow | BaseException, key: tuple[str, int, str],
+           limit: int) -> dict[str, Any]:
+    """One commit's change counts (kept when they are final: counted, or its history cleaned)."""
+    try:
+        if isinstance(window, BaseException):
+            raise window
+        size = read_plan(opened.table, window).bytes
+        if size > limit:
+            return {"state": "not_counted", "bytes": size,
+                    "reason": f"counting would read {fmt_bytes(size)}, more than [lake] change_counts_max_mb "
+                              f"({fmt_bytes(limit)}): airflow-lake changes PATH --from {seq - 1} --to {seq}"}
+        counts = change_counts(opened.table, window).get(seq, {"inserted": 0, "deleted": 0, "updated": 0})
+        result: dict[str, Any] = {"state": "counted", **counts}
+    except LakeChangesUnavailable as err:
+        result = {"state": "not_counted", "reason": str(err)}
+    except Exception as err:  # a missing or damaged data file: the page goes on without this commit's counts
+        log.info("Lake page: the changes of %s at %d cannot be counted: %s", opened.table.url, seq, err)
+        return {"state": "not_counted", "reason": f"its files cannot be read ({type(err).__name__}: {err})"}
+    with _counts_lock:
+        _counts_cache[key] = result
+        while len(_counts_cache) > _COUNTS_KEPT:
+            _counts_cache.popitem(last=False)
+    return result
 
 
 # -- commits and the task instances that made them -----------------------------------------------------------------

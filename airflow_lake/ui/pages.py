@@ -410,6 +410,8 @@ def _timeline(detail: Mapping[str, Any]) -> str:
                      f"{escape(s['path'])} --limit 0</code> lists them all.</p>")
     return ("<h2 id='timeline-section'>Timeline</h2><table id='timeline'><thead><tr><th>Seq</th><th>Instant</th>"
             "<th>Action</th><th>Operation</th><th>State</th><th>Completed (UTC)</th><th>Versions</th>"
+            "<th class='n' title='Rows the commit inserted (+), deleted (&minus;) and updated (~; keys of a "
+            "primary-key table), read from the files it touched; — for a commit that changes no row'>Rows changed</th>"
             "<th>Made by (DAG run, task)</th><th>Summary</th><th>Metrics</th>"
             f"</tr></thead><tbody>{instants}</tbody></table>{more}")
 
@@ -444,8 +446,26 @@ def _instant_row(item: Mapping[str, Any]) -> str:
             f"<td>{escape(item['id'])}</td><td>{escape(item['action'])}</td><td>{escape(item['operation'])}</td>"
             f"<td class='state-{escape(item['state'])}'>{escape(item['state'])}</td>"
             f"<td>{fmt_time(item.get('completed_at'))}</td><td class='versions'>{escape(versions_text(item))}</td>"
-            f"{_task_cell(item)}<td>{escape(instant_summary(item))}</td>"
+            f"{_changes_cell(item.get('changes'))}{_task_cell(item)}<td>{escape(instant_summary(item))}</td>"
             f"<td>{f'<details><summary>metrics</summary><pre>{detail}</pre></details>' if detail else ''}</td></tr>")
+
+
+def _changes_cell(changes: Mapping[str, Any] | None) -> str:
+    """A commit's change counts: '+3 -1 ~0' (a true minus sign), '—' for a commit that changes no row, 'n/a' (why,
+    in its title) for one not counted; empty for what is no commit (a pending or rolled-back instant, the create)."""
+    if changes is None:
+        return "<td class='n changes'></td>"
+    state = changes.get("state")
+    if state == "data_free":
+        return "<td class='n changes' data-state='data_free' title='changes no row'>—</td>"
+    if state != "counted":
+        return (f"<td class='n changes muted' data-state='not_counted' title='{escape(str(changes.get('reason')))}'>"
+                "n/a</td>")
+    counts = {k: int(changes.get(k) or 0) for k in ("inserted", "deleted", "updated")}
+    data = " ".join(f"data-{k}='{v}'" for k, v in counts.items())
+    return (f"<td class='n changes' data-state='counted' {data} title='{counts['inserted']:,} inserted, "
+            f"{counts['deleted']:,} deleted, {counts['updated']:,} updated'>+{counts['inserted']:,} "
+            f"&minus;{counts['deleted']:,} ~{counts['updated']:,}</td>")
 
 
 def versions_text(item: Mapping[str, Any]) -> str:

@@ -667,6 +667,40 @@ def test_the_pages_of_bucketed_keyed_and_planned_tables_tell_what_they_are(stack
     assert "1 pending plan(s)" in planned and "<table id='plans'>" in planned
 
 
+def changes_shown(stack: AirflowStack, ref: str) -> list[tuple[str, Any]]:
+    """Per instant of a table's timeline (newest first): its operation and (inserted, deleted, updated), '—' for a
+    commit that changes no row, or 'n/a'."""
+    out: list[tuple[str, Any]] = []
+    for item in stack.api.get("/lake/api/table", params={"ref": ref}).json()["instants"]:
+        changes = item["changes"]
+        shown = (changes["inserted"], changes["deleted"], changes["updated"]) if changes["state"] == "counted" \
+            else "—" if changes["state"] == "data_free" else "n/a"
+        out.append((item["operation"], shown))
+    return out
+
+
+@pytest.mark.slow
+def test_the_timeline_shows_what_each_commit_changed(stack: AirflowStack) -> None:
+    """Issue 36: rows inserted, deleted and updated per commit (keys of a primary-key table, late versions and
+    carried-over rows not counted), '—' for commits that change no row, 'n/a' where the files cannot be read."""
+    assert changes_shown(stack, "0/keyed") == [  # keys 0-4 newer; 20-39 newer, 40-59 new; 0-39 new
+        ("versioned_upsert", (0, 0, 5)), ("versioned_upsert", (20, 0, 20)), ("versioned_upsert", (40, 0, 0)),
+        ("create_table", "—")]
+    assert changes_shown(stack, "0/evolved") == [
+        ("restore", (1, 0, 0)), ("delete", (0, 1, 0)), ("write", (10, 0, 0)), ("alter_table", "—"),
+        ("write", (30, 0, 0)), ("create_table", "—")]
+    assert changes_shown(stack, "0/sales") == [("execute_clustering", "—"), ("write", (2000, 0, 0)),
+                                               ("write", (2000, 0, 0)), ("create_table", "—")]
+    assert changes_shown(stack, "0/events") == [("write", (200, 0, 0)), ("bucket_rewrite", "—"),
+                                                ("write", (400, 0, 0)), ("create_table", "—")]
+    big = stack.api.get("/lake/api/table", params={"ref": "0/big"}).json()["instants"]
+    assert "its files cannot be read" in big[0]["changes"]["reason"]  # (its files are only described)
+    assert "only the newest 10 data-changing commits" in big[10]["changes"]["reason"]
+    page = stack.api.get("/lake/table", params={"ref": "0/keyed"}).text
+    assert "data-state='counted' data-inserted='20' data-deleted='0' data-updated='20'" in page
+    assert "+20 &minus;0 ~20</td>" in page and "<td class='n changes' data-state='data_free'" in page
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "problem"), [("broken_log", "is damaged (not JSON"),
                                                ("broken_checkpoint", ".json is missing, but the log goes on"),

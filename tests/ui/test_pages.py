@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.upsert.upsert import versioned_upsert
 from airflow_lake.ui import data, pages
@@ -54,3 +56,49 @@ def test_the_page_shows_what_other_engines_see(spark: Any, tmp_path: Path) -> No
     html = pages.table_page(data.table_detail(resolve("0/dim", [str(tmp_path)])), [])
     assert "<th>Published for other engines</th>" in html and "data-hidden-commits='1'" in html
     assert off.commit_log.head() == 0
+
+
+def test_the_timeline_shows_each_commits_change_counts_bounded(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: per commit the rows it inserted, deleted and updated (read from the files it touched, no Spark),
+    '—' for a commit that changes no row, 'n/a' for one that would read more than [lake] change_counts_max_mb, one
+    beyond the newest counted commits, and one whose files are gone."""
+    from tests.lake.publish.arrow_commits import commit, make_table
+
+    table = make_table(str(tmp_path / "t"))
+    first = commit(table, [1, 2, 3], "a")
+    commit(table, [1, 3], "a", removed=[first.added[0].path])  # a copy-on-write delete of id 2
+    table.alter_table([{"add": "note", "type": "string"}])
+    commit(table, [4, 5], "b")
+    detail = data.table_detail(resolve("0/t", [str(tmp_path)]))
+    assert [(i["seq"], i["changes"]) for i in detail["instants"]] == [
+        (4, {"state": "counted", "inserted": 2, "deleted": 0, "updated": 0}), (3, {"state": "data_free"}),
+        (2, {"state": "counted", "inserted": 0, "deleted": 1, "updated": 0}),
+        (1, {"state": "counted", "inserted": 3, "deleted": 0, "updated": 0}), (0, {"state": "data_free"})]
+    html = pages.table_page(detail, [])
+    cells = [cell.split("</td>")[0] for cell in html.split("<td class='n changes")[1:]]
+    assert cells[:3] == [
+        "' data-state='counted' data-inserted='2' data-deleted='0' data-updated='0' title='2 inserted, 0 deleted, "
+        "0 updated'>+2 &minus;0 ~0", "' data-state='data_free' title='changes no row'>—",
+        "' data-state='counted' data-inserted='0' data-deleted='1' data-updated='0' title='0 inserted, 1 deleted, "
+        "0 updated'>+0 &minus;1 ~0"]
+
+    big = make_table(str(tmp_path / "big"))
+    for part in ("a", "b", "c"):
+        commit(big, list(range(1000)), part)
+    sizes = [sum(f.bytes for f in big.commit_log.read(seq).added) for seq in (1, 2, 3)]
+    monkeypatch.setenv("AIRFLOW__LAKE__CHANGE_COUNTS_MAX_MB", str((sizes[2] - 1) / 1024 / 1024))
+    opened = data.Opened.of(resolve("0/big", [str(tmp_path)]))
+    counts = data.commit_changes(opened, [3, 2, 1, 0], commits=1)
+    assert counts[3]["state"] == "not_counted" and counts[3]["bytes"] == sizes[2]
+    assert "more than [lake] change_counts_max_mb" in counts[3]["reason"]
+    for seq in (2, 1):
+        assert counts[seq]["state"] == "not_counted" and "only the newest 1 data-changing commits" in \
+            counts[seq]["reason"]
+    assert counts[0] == {"state": "data_free"}
+    monkeypatch.setenv("AIRFLOW__LAKE__CHANGE_COUNTS_MAX_MB", "1")
+    Path(big.storage.path(big.commit_log.read(2).added[0].path)).unlink()
+    counts = data.commit_changes(opened, [3, 2])
+    assert counts[3] == {"state": "counted", "inserted": 1000, "deleted": 0, "updated": 0}
+    assert counts[2]["state"] == "not_counted" and "its files cannot be read (FileNotFoundError" in counts[2]["reason"]
+    assert "title='its files cannot be read" in pages.table_page(data.table_detail(opened.ref, opened=opened), [])
