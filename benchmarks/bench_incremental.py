@@ -1,0 +1,211 @@
+"""Benchmark: the example pipeline's DWD + DWS steps after a 1% change of ODS, incremental vs a full rebuild.
+
+Everything runs in one process, on one local[2] SparkSession; both sides are measured in the same run.
+
+Data (the example pipeline's generator, `airflow_lake.datagen.video`): `--days` days of `--events` events each
+in `ods_events` (partitioned by day), one batch of the works and users dimensions upserted into `ods_works` and
+`ods_users`. Two sets of downstream tables (dwd_plays, dwd_likes, dwd_works, dws_work_daily, bucketed as the
+example creates them) are built from it, untimed:
+
+    incremental  the incremental DAG's steps (`video_incremental.STEPS`, rebuild "incremental"): their first run
+                 consumes the whole upstreams; every later run reads the upstreams' changes since the positions
+                 its table recorded, the changed partitions of the upstream tables only, and overwrites the days
+                 those changes touch;
+    full         the rebuild-the-day DAG's queries (`video_pipeline`) over every day: each table overwritten
+                 whole from its upstreams — no views of changes, no positions.
+
+Each round lands late events for one day (1% of ODS: `--late` rows appended to that day's partition, a different
+day each round), then times the incremental run of DWD + DWS (dwd_plays, dwd_likes, dwd_works, dws_work_daily,
+in the DAG's order) and the full rebuild of the same four tables; rounds alternate which runs first. After each
+round both sets hold the same rows, table by table (checked, untimed). Reported: median seconds of each, the ratio
+(goal <= 0.15), and the files the incremental steps read of their upstream tables (`source_scans`).
+
+    .venv/bin/python benchmarks/bench_incremental.py --out /tmp/bench_incremental.json   # 20 days x 100k events
+    .venv/bin/python benchmarks/bench_incremental.py --days 5 --events 20000 --rounds 1  # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import local_spark, machine_info, median, print_table, ratio, scratch_dir, write_result
+
+DWD_DWS = ("dwd_plays", "dwd_likes", "dwd_works", "dws_work_daily")
+BUCKETS = 8
+
+
+def created(name: str) -> dict[str, Any]:
+    """The example's create spec of a table, with the bucket counts the DAG's Param would give."""
+    from airflow_lake.examples.video_pipeline import CREATE
+
+    spec = dict(CREATE[name])
+    if "bucket" in spec:
+        bucket = dict(spec["bucket"])
+        bucket["count"] = 2 * BUCKETS if "* 2" in str(bucket["count"]) else BUCKETS
+        spec["bucket"] = bucket
+    return spec
+
+
+def build_ods(spark: Any, work: Path, paths: dict[str, str], days: list[str], sizes: Any) -> None:
+    """ods_events with every day (one commit), and one batch of each dimension upserted."""
+    import pyarrow as pa
+
+    from airflow_lake.datagen import video
+    from airflow_lake.jobs import run
+
+    for name in ("ods_events", "ods_works", "ods_users"):
+        run(spark, "create_table", {"table": paths[name], **created(name)})
+    events = pa.concat_tables([video.day_events(day, sizes) for day in days])
+    df = spark.createDataFrame(events.to_pandas()).repartition(len(days) * 2, "dt")
+    run_write = {"table": paths["ods_events"], "mode": "append"}
+    staged = work / "landing-events"
+    df.write.parquet(str(staged))
+    run(spark, "write", {**run_write, "source": {"path": str(staged)}})
+    landed = video.land_day(work / "landing", days[0], sizes, parts=("works", "users"))
+    for name in ("works", "users"):
+        run(spark, "versioned_upsert", {"table": paths[f"ods_{name}"], "source": {"path": landed[name]},
+                                        "version": video.version_of(days[0])})
+
+
+def late_events(spark: Any, work: Path, paths: dict[str, str], day: str, rows: int, round_: int) -> int:
+    """Append `rows` late events to `day` (other ids than the day's own); returns the rows appended."""
+    from airflow_lake.datagen import video
+    from airflow_lake.jobs import run
+
+    late = video.day_events(day, video.Sizes(events=rows), seed=100 + round_).to_pandas()
+    late["event_id"] = late["event_id"] + 50_000_000 + round_ * 1_000_000  # the day's own ids end below that
+    staged = work / f"late-{round_}"
+    spark.createDataFrame(late).coalesce(1).write.parquet(str(staged))
+    out = run(spark, "write", {"table": paths["ods_events"], "mode": "append", "source": {"path": str(staged)}})
+    return int(out["rows_added"])
+
+
+def incremental_run(spark: Any, paths: dict[str, str]) -> dict[str, Any]:
+    """The incremental DAG's DWD + DWS steps, in its order; their metrics by table."""
+    from airflow_lake.examples.video_incremental import STEPS
+    from airflow_lake.jobs import run
+
+    return {name: run(spark, "write", STEPS[name].write_spec(paths, "incremental")) for name in DWD_DWS}
+
+
+def full_rebuild(spark: Any, paths: dict[str, str]) -> dict[str, Any]:
+    """The rebuild-the-day queries over every day: each table overwritten whole."""
+    from airflow_lake.examples.video_pipeline import BUCKETED_JOIN_CONF, DWD_LIKES_SQL, DWD_PLAYS_SQL, DWD_WORKS_SQL, DWS_SQL
+    from airflow_lake.jobs import run
+
+    steps = {
+        "dwd_plays": (DWD_PLAYS_SQL, {"events": paths["ods_events"], "users": paths["ods_users"]}),
+        "dwd_likes": (DWD_LIKES_SQL, {"events": paths["ods_events"]}),
+        "dwd_works": (DWD_WORKS_SQL, {"works": paths["ods_works"]}),
+        "dws_work_daily": (DWS_SQL, {"plays": paths["dwd_plays"], "likes": paths["dwd_likes"],
+                                     "works": paths["dwd_works"]}),
+    }
+    out = {}
+    for name, (query, tables) in steps.items():
+        if name == "dws_work_daily":  # as the DAG's task sets it (spark_conf)
+            for key, value in BUCKETED_JOIN_CONF.items():
+                spark.conf.set(key, value)
+        out[name] = run(spark, "write", {"table": paths[name], "mode": "overwrite",
+                                         "source": {"query": query, "tables": tables}})
+    return out
+
+
+def same_rows(spark: Any, left: str, right: str) -> bool:
+    """Both tables hold the same multiset of rows."""
+    from airflow_lake.lake import LakeTable
+
+    a, b = LakeTable.open(left).read(spark), LakeTable.open(right).read(spark)
+    return a.count() == b.count() and a.exceptAll(b).isEmpty() and b.exceptAll(a).isEmpty()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--days", type=int, default=20)
+    parser.add_argument("--events", type=int, default=100_000, help="events per day")
+    parser.add_argument("--late", type=float, default=0.01, help="late events per round, as a share of ODS")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", default=None, help="write the result as JSON here")
+    args = parser.parse_args(argv)
+
+    from airflow_lake.datagen import video
+    from airflow_lake.jobs import run
+
+    first = dt.date(2024, 1, 1)
+    days = [(first + dt.timedelta(days=i)).isoformat() for i in range(args.days)]
+    sizes = video.Sizes(events=args.events)
+    late_rows = max(1, int(args.late * args.days * args.events))
+    with scratch_dir("bench-incremental-") as work:
+        spark = local_spark("bench-incremental", {"spark.sql.shuffle.partitions": "8"}, work / "warehouse")
+        spark.sparkContext.setLogLevel("ERROR")
+        ods = {name: str(work / "lake" / name) for name in ("ods_events", "ods_works", "ods_users")}
+        inc = {**ods, **{name: str(work / "incremental" / name) for name in DWD_DWS}}
+        full = {**ods, **{name: str(work / "full" / name) for name in DWD_DWS}}
+        started = time.perf_counter()
+        build_ods(spark, work, ods, days, sizes)
+        for paths in (inc, full):
+            for name in DWD_DWS:
+                run(spark, "create_table", {"table": paths[name], **created(name)})
+        first_inc = incremental_run(spark, inc)  # the first run: the whole upstreams, as inserts
+        full_rebuild(spark, full)
+        print(f"ODS: {args.days} days x {args.events:,} events; DWD + DWS built both ways in "
+              f"{time.perf_counter() - started:.1f} s")
+        assert all(same_rows(spark, inc[name], full[name]) for name in DWD_DWS)
+        print("first incremental run read (files):", {n: m.get("source_scans") for n, m in first_inc.items()})
+
+        inc_s: list[float] = []
+        full_s: list[float] = []
+        scans: list[dict[str, Any]] = []
+        for round_ in range(args.rounds):
+            day = days[(round_ * 7 + args.days // 2) % args.days]  # a day in the middle, another each round
+            appended = late_events(spark, work, ods, day, late_rows, round_)
+
+            def incremental() -> tuple[float, dict[str, Any]]:
+                t0 = time.perf_counter()
+                out = incremental_run(spark, inc)
+                return time.perf_counter() - t0, out
+
+            def rebuild() -> float:
+                t0 = time.perf_counter()
+                full_rebuild(spark, full)
+                return time.perf_counter() - t0
+
+            if round_ % 2:
+                full_seconds = rebuild()
+                seconds, metrics = incremental()
+            else:
+                seconds, metrics = incremental()
+                full_seconds = rebuild()
+            equal = {name: same_rows(spark, inc[name], full[name]) for name in DWD_DWS}
+            assert all(equal.values()), equal
+            read = {name: m.get("source_scans") for name, m in metrics.items()}
+            print(f"round {round_}: {appended:,} late events on {day}: incremental {seconds:.2f} s, full "
+                  f"{full_seconds:.2f} s; files read {read}")
+            inc_s.append(seconds)
+            full_s.append(full_seconds)
+            scans.append(read)
+        result = {"days": args.days, "events_per_day": args.events, "late_events": late_rows,
+                  "rounds": args.rounds, "incremental_median_s": round(median(inc_s), 3),
+                  "full_median_s": round(median(full_s), 3), "ratio": ratio(median(inc_s), median(full_s)),
+                  "incremental_s": inc_s, "full_s": full_s, "incremental_source_scans": scans,
+                  "machine": machine_info()}
+        print_table(["measure", "value", "goal"], [
+            ["ODS events (days x events)", f"{args.days} x {args.events:,}", ""],
+            ["late events per round (1% of ODS)", late_rows, ""],
+            ["incremental DWD + DWS, median s", result["incremental_median_s"], ""],
+            ["full rebuild of DWD + DWS, median s", result["full_median_s"], ""],
+            ["ratio incremental / full", result["ratio"], "<= 0.15"],
+        ])
+        write_result(args.out, result)
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
