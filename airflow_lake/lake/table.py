@@ -131,6 +131,12 @@ class LakeTable(TableMetadata):
         """The completed entry recorded with `request_id` (a retry), if any: `commit.requests.find_committed`."""
         return requests.find_committed(self, request_id, operation)
 
+    def consumed(self, as_of: AsOf = None) -> dict[str, int]:
+        """How far this table has consumed each upstream table's changes, as of a snapshot (default the latest):
+        upstream table identity (`identity()` of the upstream) -> the upstream seq its incremental jobs read up to
+        (`format.consumed`). Empty for a table no incremental job wrote."""
+        return dict(self.state(self.resolve(as_of)).consumed)
+
     # -- reads ---------------------------------------------------------------------------------------
     def scan(self, filters: Iterable[Sequence[Any]] | None = None, as_of: AsOf = None) -> Scan:
         """Plan a read: the snapshot's files that may match `filters` (files_skipped tells how many not)."""

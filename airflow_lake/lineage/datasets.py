@@ -4,8 +4,8 @@ The operation's table is an output of every operation that changes its rows or i
 delete, alter, restore, clustering, bucket rewrite, compaction) and an input of those that read its rows (clustering,
 bucket rewrite, compaction, a copy-on-write delete, restore). Upkeep that changes no row (scheduling a clustering,
 clean, orphan removal, rolling back pending instants) reads the table only: a lineage graph must not draw it as a
-producer of the data. Sources are inputs: a write's or upsert's `source_path` or the lake tables of its `query`,
-and the key source of a versioned delete.
+producer of the data. Sources are inputs: a write's or upsert's `source_path` or the lake tables of its `query` (its
+`tables` and its `incremental` upstreams), and the key source of a versioned delete.
 
 A table that committed is described as of its commit (the spec after it, the entry's statistics); a task that
 committed nothing (a no-op, a failure) still names what it read and would have written, without commit facts.
@@ -200,7 +200,7 @@ def _sources(operation: str, fields: Mapping[str, Any]) -> list[LakeDataset]:
             return []
         return _source_datasets(keys.get("path"), str(keys.get("format") or "parquet"), keys.get("tables"))
     if fields.get("query") is not None:
-        return _source_datasets(None, "", fields.get("tables"))
+        return _source_datasets(None, "", fields.get("tables")) + _upstream_datasets(fields.get("incremental"))
     return _source_datasets(fields.get("source_path"), str(fields.get("source_format") or "parquet"), None)
 
 
@@ -217,6 +217,19 @@ def _source_datasets(path: Any, file_format: str, tables: Any) -> list[LakeDatas
         as_of = ref.get("as_of") if isinstance(ref, Mapping) else None
         out.append(_input_table(url.strip(), as_of))
     return out
+
+
+def _upstream_datasets(incremental: Any) -> list[LakeDataset]:
+    """The upstream lake tables whose changes an incremental query read."""
+    value = _parsed(incremental)
+    if isinstance(value, str) and value.strip()[:1] == "[":
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    items = [value] if isinstance(value, Mapping) else value if isinstance(value, list) else []
+    urls = [item.get("table") for item in items if isinstance(item, Mapping)]
+    return [_input_table(url.strip(), None) for url in urls if isinstance(url, str) and url.strip()]
 
 
 def _input_table(url: str, as_of: Any) -> LakeDataset:
@@ -273,6 +286,6 @@ def _parsed(value: Any) -> Any:
 
 
 def operator_fields(operator: Any, names: Sequence[str] = ("source_path", "source_format", "query", "tables",
-                                                            "keys", "mode")) -> dict[str, Any]:
+                                                            "incremental", "keys", "mode")) -> dict[str, Any]:
     """The fields `task_datasets` reads, from an operator (those it lacks are left out)."""
     return {name: getattr(operator, name) for name in names if hasattr(operator, name)}

@@ -28,6 +28,11 @@ class VersionedUpsertOperator(SourceMixin, LakeOperator):
     :param delete_column: the source's boolean delete-marker column (default: `_delete`, when the source has it
         and the table does not; e.g. Hudi's `_hoodie_is_deleted`): a true row deletes its key at the row's version
         (a later upsert of a lower version stays deleted); never stored (templated).
+    :param incremental: upstream lake tables whose changes the query reads, each ``{"view": "<name>", "table":
+        "<upstream path>"}`` (plus ``"from"``: the upstream seq a first run starts after), or a list of them
+        (templated): the view holds the upstream's changes since this table last consumed it (`_change_type`,
+        `_commit_seq`, `_commit_time` besides its columns), pinned to the upstream's head at the task's start, and
+        the commit records how far it consumed, so retries and concurrent runs process each change exactly once.
     """
 
     operation: ClassVar[str] = "versioned_upsert"
@@ -39,12 +44,14 @@ class VersionedUpsertOperator(SourceMixin, LakeOperator):
 
     def __init__(self, *, source_path: str | None = None, source_format: str = "parquet",
                  source_options: Mapping[str, str] | None = None, query: str | None = None,
-                 tables: Mapping[str, Any] | None = None, version: int | str | None = None,
+                 tables: Mapping[str, Any] | None = None,
+                 incremental: Mapping[str, Any] | Sequence[Mapping[str, Any]] | str | None = None,
+                 version: int | str | None = None,
                  version_column: str | None = None, replace_version: bool = False,
                  schema_evolution: str | None = None, merge_operators: Mapping[str, str] | None = None,
                  delete_column: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.init_source(source_path, source_format, source_options, query, tables)
+        self.init_source(source_path, source_format, source_options, query, tables, incremental=incremental)
         if version is not None and version_column is not None:
             raise ValueError("give version or version_column, not both")
         self.version = version

@@ -25,6 +25,11 @@ class LakeWriteOperator(SourceMixin, LakeOperator):
         upstream task or a template gives no partitions (`[]`, "[]", None, "").
     :param schema_evolution: "add_columns" adds the source's columns the table lacks (nullable, at the end) in
         the same commit; left out, such a column fails the task (templated).
+    :param incremental: upstream lake tables whose changes the query reads, each ``{"view": "<name>", "table":
+        "<upstream path>"}`` (plus ``"from"``: the upstream seq a first run starts after), or a list of them
+        (templated): the view holds the upstream's changes since this table last consumed it (`_change_type`,
+        `_commit_seq`, `_commit_time` besides its columns), pinned to the upstream's head at the task's start, and
+        the commit records how far it consumed, so retries and concurrent runs process each change exactly once.
     """
 
     operation: ClassVar[str] = "write"
@@ -37,11 +42,13 @@ class LakeWriteOperator(SourceMixin, LakeOperator):
 
     def __init__(self, *, source_path: str | None = None, source_format: str = "parquet",
                  source_options: Mapping[str, str] | None = None, query: str | None = None,
-                 tables: Mapping[str, Any] | None = None, mode: str = "append",
+                 tables: Mapping[str, Any] | None = None,
+                 incremental: Mapping[str, Any] | Sequence[Mapping[str, Any]] | str | None = None,
+                 mode: str = "append",
                  partitions: Sequence[Mapping[str, Any]] | str | None = None, max_exchanges: int | None = None,
                  schema_evolution: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.init_source(source_path, source_format, source_options, query, tables)
+        self.init_source(source_path, source_format, source_options, query, tables, incremental=incremental)
         self.mode = mode
         self.partitions = partitions
         self.partitions_given = partitions is not None  # then an empty rendering selects nothing, not the table

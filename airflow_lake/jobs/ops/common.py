@@ -7,12 +7,16 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.jobs.noop import NothingToDo
+from airflow_lake.lake.commit import requests
 from airflow_lake.lake.commit.requests import Request, fingerprint
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.format.storage import normalize_url
+from airflow_lake.lake.sources.load import Source
 from airflow_lake.lake.spec.strict import SpecReader
 
 if TYPE_CHECKING:
+    from airflow_lake.lake.format.snapshots import TableState
+    from airflow_lake.lake.sources.incremental import Upstream
     from airflow_lake.lake.table import LakeTable
 
 
@@ -33,10 +37,32 @@ def request_of(operation: str, spec: Any, *, ignore: Collection[str] = (), reads
     that commits from before it was recorded still match; `rebuild`: an overwrite, which runs again when they
     changed (`commit.requests`)."""
     request_id = spec.request_id
-    inputs = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)
+    inputs = {f.name: _input(getattr(spec, f.name)) for f in dataclasses.fields(spec)
               if f.name not in {"table", "request_id", *ignore}}
     return Request(operation, request_id, fingerprint(inputs) if request_id else None,
                    (reads or None) if request_id else None, rebuild)
+
+
+def _input(value: Any) -> Any:
+    """A spec field as its fingerprint takes it: a source without incremental upstreams as it was before they
+    existed (so retries of requests committed before them still match)."""
+    if isinstance(value, Source) and not value.incremental:
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.name != "incremental"}
+    return value
+
+
+def without_query(table: LakeTable, operation: str, base: TableState, upstreams: tuple[Upstream, ...], *,
+                  request: Request, source: Mapping[str, Any]) -> dict[str, Any]:
+    """The result of an incremental job whose upstreams have no data-changing commit to consume: the query is not
+    run; the moved positions are committed without files (`incremental.commit_positions`), or nothing is."""
+    from airflow_lake.lake.sources.incremental import commit_positions, consumed_metrics
+
+    entry = commit_positions(table, operation, base, upstreams, request, metadata={"source": source})
+    if entry is not None:
+        return requests.result(table.url, operation, entry, already_committed=False)
+    return {"table": table.url, "operation": operation, "request_id": request.request_id, "noop": True,
+            "reason": "no upstream has changes this table has not consumed", "files_added": 0, "rows_added": 0,
+            "already_committed": False, **consumed_metrics(upstreams, False)}
 
 
 def plain_table(table: LakeTable) -> None:
@@ -67,4 +93,5 @@ def check_source_filters(raw_source: Any, field_name: str = "source") -> None:
                                 "out to read the whole table.")
 
 
-__all__ = ["NothingToDo", "check_source_filters", "plain_table", "primary_key_table", "request_of", "table_path"]
+__all__ = ["NothingToDo", "check_source_filters", "plain_table", "primary_key_table", "request_of", "table_path",
+           "without_query"]

@@ -6,11 +6,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.ops.common import check_source_filters, request_of, table_path
+from airflow_lake.jobs.ops.common import check_source_filters, request_of, table_path, without_query
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.commit import requests
 from airflow_lake.lake.commit.reads import Pin
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.sources.incremental import (
+    consumed_metadata,
+    consumed_metrics,
+    nothing_changed,
+    pinned,
+    resolve_upstreams,
+)
 from airflow_lake.lake.sources.load import Source, load, resolve_tables, snapshots_read
 from airflow_lake.lake.sources.strict_files import source_error
 from airflow_lake.lake.spec.evolution import ADD_COLUMNS, check_schema_evolution
@@ -67,18 +74,22 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
     """Run the upsert; a retry (same request id, or the same version with the same data) writes nothing, and
     the same request id with other inputs is refused (`commit.requests`).
 
-    A query that reads the table itself reads it at the upsert's base (see `write.execute`)."""
+    A query that reads the table itself reads it at the upsert's base, and incremental upstreams are read and
+    consumed as a write consumes them (see `write.execute`)."""
     table = LakeTable.open(spec.table)
     base = table.state()  # before anything is read: the spec, the applied versions, a query over this table
     table_spec = stored_spec(base.spec)
     # (left out, the evolution fields are not part of the fingerprint: retries recorded before them still match)
     pin = Pin.of(table, base)
-    query_tables = resolve_tables(spec.source, pin)  # metadata only: which snapshots and files the query reads
+    upstreams = resolve_upstreams(spec.source.incremental, base, pin)  # the changes windows, metadata only
+    query_tables = resolve_tables(spec.source, pin, pinned(upstreams))  # metadata only: snapshots and files read
     request = request_of(OPERATION, spec, ignore=(() if spec.schema_evolution == ADD_COLUMNS
                                                   else ("schema_evolution", "merge_operators"))
                          + (() if spec.delete_column else ("delete_column",)), reads=snapshots_read(query_tables))
     if (prior := requests.committed(table, request)) is not None:  # before the source is read: it may be gone
         return {"table": table.url, "operation": OPERATION, **result_metrics(Upserted(prior, True))}
+    if nothing_changed(upstreams):
+        return without_query(table, OPERATION, base, upstreams, request=request, source=spec.source.describe())
     column = spec.version_column or (None if spec.version is not None else table_spec.version_column)
     source_spec = table_spec
     if column is not None and not table_spec.has_column(column):  # a version only: read it as a bigint
@@ -87,7 +98,7 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
     if not table_spec.has_column(marker):
         source_spec = TableSpec(columns=(*source_spec.columns, Column(marker, "boolean")))
     df, reads = load(spark, spec.source, source_spec, optional=[*value_columns(table_spec), marker],
-                     pin=pin, tables=query_tables)
+                     pin=pin, tables=query_tables, upstreams=upstreams)
     try:
         upserted = versioned_upsert(table, df, version=spec.version, version_column=spec.version_column,
                                     replace_version=spec.replace_version, request_id=spec.request_id,
@@ -95,7 +106,8 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
                                     request_reads=request.reads,
                                     base=base, table_reads=reads.get(pin.identity, ()),
                                     schema_evolution=spec.schema_evolution, merge_operators=spec.merge_operators,
-                                    delete_column=spec.delete_column)
+                                    delete_column=spec.delete_column, metadata=consumed_metadata(upstreams),
+                                    metrics=consumed_metrics(upstreams, True))
     except Exception as err:  # a source file Spark refused mid-write, as a clear error
         clear = source_error(err)
         if clear is None:

@@ -6,11 +6,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake.jobs.ops.common import NothingToDo, check_source_filters, plain_table, request_of, table_path
+from airflow_lake.jobs.ops.common import (
+    NothingToDo,
+    check_source_filters,
+    plain_table,
+    request_of,
+    table_path,
+    without_query,
+)
 from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.commit import requests
 from airflow_lake.lake.commit.reads import Pin
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.sources.incremental import (
+    consumed_metadata,
+    consumed_metrics,
+    nothing_changed,
+    pinned,
+    resolve_upstreams,
+)
 from airflow_lake.lake.sources.load import Source, load, resolve_tables, snapshots_read
 from airflow_lake.lake.sources.strict_files import source_error
 from airflow_lake.lake.spark.schema import nullable_columns
@@ -73,28 +87,36 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     retry. An overwrite then runs again (it rebuilds from the current snapshots); an append is refused.
 
     A query that reads the table itself (under any spelling of its URL: tables are matched by identity) reads it
-    at the write's base: what it saw is what the commit is checked against (WriteSerializable, `lake.reads`)."""
+    at the write's base: what it saw is what the commit is checked against (WriteSerializable, `lake.reads`).
+
+    Incremental upstreams (`sources.incremental`): their changes since this table's consumed positions (at the
+    base) up to their heads now; the commit records the new positions. Without a data-changing commit in any
+    window the query is not run (`without_query`)."""
     table = LakeTable.open(spec.table)
     base = table.state()  # before anything is read: the spec, the partitions, a query over this table
     base_spec = stored_spec(base.spec)
     normalize_partitions(base_spec, spec.partitions)  # fail before reading the source
     pin = Pin.of(table, base)
-    query_tables = resolve_tables(spec.source, pin)  # metadata only: which snapshots and files the query reads
+    upstreams = resolve_upstreams(spec.source.incremental, base, pin)  # the changes windows, metadata only
+    query_tables = resolve_tables(spec.source, pin, pinned(upstreams))  # metadata only: snapshots and files read
     # (left out, schema_evolution is not part of the fingerprint: retries recorded before it existed still match)
     request = request_of("write", spec, ignore=("max_exchanges", *(("schema_evolution",)
                                                                    if spec.schema_evolution == "none" else ())),
                          reads=snapshots_read(query_tables), rebuild=spec.mode == "overwrite")
     if (first := requests.retry_result(table, request)) is not None:  # before the source is read: it may be gone
         return first
+    if nothing_changed(upstreams):
+        return without_query(table, "write", base, upstreams, request=request, source=spec.source.describe())
     scans: dict[str, dict[str, int]] = {}
     # files (CSV headers, JSON keys) may lack nullable columns, as queries may: they read NULL (`schema.conform`)
     df, reads = load(spark, spec.source, base_spec, scans, optional=nullable_columns(base_spec), pin=pin,
-                     tables=query_tables)
+                     tables=query_tables, upstreams=upstreams)
+    metrics = {**({"source_scans": scans} if scans else {}), **consumed_metrics(upstreams, True)}
     try:
         entry = lake_write.write(table, df, mode=spec.mode, partitions=spec.partitions, request_id=spec.request_id,
                                  request_fingerprint=request.fingerprint, request_reads=request.reads,
-                                 metadata={"source": spec.source.describe()},
-                                 metrics={"source_scans": scans} if scans else None,
+                                 metadata={"source": spec.source.describe(), **consumed_metadata(upstreams)},
+                                 metrics=metrics or None,
                                  max_exchanges=spec.max_exchanges, base=base,
                                  table_reads=reads.get(pin.identity, ()), schema_evolution=spec.schema_evolution)
     except Exception as err:  # a source file Spark refused mid-write, as a clear error

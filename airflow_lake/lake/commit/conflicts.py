@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from airflow_lake.lake.commit.reads import TableRead, read_files
 from airflow_lake.lake.errors import LakeCommitConflict, LakeInstantRolledBack
+from airflow_lake.lake.format.consumed import CONSUMED, positions_of
 from airflow_lake.lake.format.log import COMPLETES, LogEntry
 
 
@@ -29,6 +30,10 @@ class CommitIntent:
     # Scans of this table the job's data came from (a query over the table itself): a file added since the
     # base that one of them could have selected is a conflict (WriteSerializable; blind appends have none).
     table_reads: tuple[TableRead, ...] = ()
+    # Upstream positions this commit records (`format.consumed`), upstream identity -> this table's position at
+    # the base (None: none yet): the job read the upstream's changes from there, so an entry since the base that
+    # recorded one of them (another run of the consumer) took changes of that window meanwhile.
+    consumed: Mapping[str, int | None] = field(default_factory=dict)
 
 
 def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
@@ -73,6 +78,8 @@ def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
                 raise LakeCommitConflict(
                     f"instant {entry.instant} upserted version {min(clash)} meanwhile; nothing was committed. Run "
                     "the upsert again: the same data is then a no-op, other data needs replace_version.")
+        if intent.consumed:
+            _check_consumed(intent, entry)
         if intent.table_reads and entry.added:
             seen = [f.path for f in entry.added if any(r.may_see(f) for r in intent.table_reads)]
             if seen:
@@ -90,3 +97,21 @@ def check(intent: CommitIntent, since: Iterable[LogEntry]) -> None:
                 raise LakeCommitConflict(
                     f"instant {entry.instant} ({entry.operation}) added {len(hit)} file(s) to partitions "
                     f"this job overwrites, e.g. {hit[0]!r}. Nothing was committed; run the job again.")
+
+
+def _check_consumed(intent: CommitIntent, entry: LogEntry) -> None:
+    """A conflict when `entry` recorded a position this commit records: another run consumed changes of that
+    upstream, and this job's window started before them. (A restore, which sets every position, records the
+    spec too: it conflicts with every commit since its base anyway.)"""
+    positions = positions_of(entry.metadata.get(CONSUMED))
+    moved = sorted(set(positions).intersection(intent.consumed))
+    if moved:
+        upstream = entry.metadata[CONSUMED].get(moved[0])
+        name = upstream.get("table") if isinstance(upstream, Mapping) else None
+        read = intent.consumed[moved[0]]
+        since = "its first snapshot" if read is None else f"seq {read}"
+        raise LakeCommitConflict(
+            f"instant {entry.instant} ({entry.operation}) recorded consumed position(s) of {len(moved)} upstream "
+            f"table(s) this job consumes meanwhile, e.g. {name or moved[0]!r} at seq {positions[moved[0]]} "
+            f"(this job read its changes since {since}): another run consumed them. Nothing "
+            "was committed; run the job again (it then reads only the changes left).")

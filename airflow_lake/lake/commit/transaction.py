@@ -23,6 +23,7 @@ from airflow_lake.lake.commit.heartbeat import Heartbeat
 from airflow_lake.lake.commit.reads import TableRead
 from airflow_lake.lake.errors import LakeCommitConflict, LakeError
 from airflow_lake.lake.format import commit_info, instants
+from airflow_lake.lake.format.consumed import CONSUMED, positions_of
 from airflow_lake.lake.format.data_files import DataFile
 from airflow_lake.lake.format.log import COMPLETES, LogEntry, carrying
 from airflow_lake.lake.format.snapshots import TableState
@@ -91,10 +92,12 @@ class Transaction:
         if missing:
             raise LakeError(f"cannot remove {missing[0]!r}: it is not live in snapshot {self.base.seq}.")
         completes = self.metadata.get(COMPLETES)
+        # upstream positions recorded (at begin or here): checked against entries that moved them since the base
+        recorded = positions_of({**self.metadata, **(metadata or {})}.get(CONSUMED))
         intent = CommitIntent(self.instant, frozenset(removed_paths), frozenset(reads),
                               tuple(overwrites), whole_table, self.request_id,
                               completes if isinstance(completes, str) else None, frozenset(versions),
-                              tuple(table_reads))
+                              tuple(table_reads), {u: self.base.consumed.get(u) for u in recorded})
         stale = [r.seq for r in intent.table_reads if r.seq != self.base.seq]
         if stale:
             raise LakeError(f"a read of snapshot {stale[0]} cannot be checked against base {self.base.seq}: "

@@ -8,8 +8,9 @@
   (`stats_columns.py`);
 * then one row per tombstone: `path`, `removed_seq`, `removed_at` (the other columns null);
 * the small rest of the state (spec, the instant / request / rollback / upsert version / spec change indexes,
-  `cleaned_before`, `completed_at`, `seq`, the stats keys and how their values are typed) as JSON in the file's
-  key-value metadata under `lake.state`, with its CRC-32 under `lake.state.crc32`.
+  the consumed positions (`consumed.py`; absent: none, as in checkpoints written before them), `cleaned_before`,
+  `completed_at`, `seq`, the stats keys and how their values are typed) as JSON in the file's key-value metadata
+  under `lake.state`, with its CRC-32 under `lake.state.crc32`.
 
 Pages carry CRC-32 checksums, verified on every read. Opening a checkpoint decodes every column except the
 stats, which its files read lazily (`stats_columns.py`): a snapshot without filters never pays for stats,
@@ -37,6 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_lake.lake.format import history, paths
+from airflow_lake.lake.format.consumed import CONSUMED, positions_of
 from airflow_lake.lake.format.data_files import DataFile
 from airflow_lake.lake.format.identity import TABLE_ID
 from airflow_lake.lake.format.stats_columns import (
@@ -110,6 +112,8 @@ def encode(state: TableState) -> bytes:
         meta["spec_changes"] = state.spec_changes
     if state.table_id is not None:
         meta[TABLE_ID] = state.table_id
+    if state.consumed:
+        meta[CONSUMED] = dict(state.consumed)
     text = json.dumps(meta, separators=(",", ":"), sort_keys=True, default=str).encode()
     table = pa.Table.from_arrays(list(columns.values()), names=list(columns))
     table = table.replace_schema_metadata({STATE_KEY: text, CRC_KEY: str(zlib.crc32(text)).encode()})
@@ -216,7 +220,8 @@ def decode(data: bytes, recover: Callable[[], StatsOf] | None = None) -> TableSt
                       int(meta["cleaned_before"]), float(meta["completed_at"]),
                       versions_from_pairs(meta.get("versions")),  # absent: written before the index
                       spec_changes_from(meta.get("spec_changes")),  # (the same)
-                      table_id_from(meta.get(TABLE_ID)))  # absent: a table (or checkpoint) from before ids
+                      table_id_from(meta.get(TABLE_ID)),  # absent: a table (or checkpoint) from before ids
+                      positions_of(meta.get(CONSUMED)))  # absent: nothing consumed (or a checkpoint from before)
 
 
 @contextmanager

@@ -5,8 +5,12 @@ The state holds the table spec, the live files, the removed files not yet cleane
 applied it, the seqs of the entries that set the spec). Snapshots freeze it (`snapshot.py`); checkpoints store
 it (`checkpoints.py`).
 
-A `restore` entry (`maintenance/restore.py`) sets the upsert version index and the request index to those of the
-snapshot it restores (its metadata `versions` and `requests`): what it undid is no longer applied or committed.
+A `restore` entry (`maintenance/restore.py`) sets the upsert version index, the request index and the consumed
+positions to those of the snapshot it restores (its metadata `versions`, `requests` and `consumed`): what it undid
+is no longer applied, committed or consumed.
+
+`consumed` (upstream table identity -> seq) is how far this table consumed each upstream's changes, from the
+entries' metadata `consumed` (`consumed.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake.lake.errors import LakeSnapshotNotFound
+from airflow_lake.lake.format.consumed import CONSUMED, fold_consumed, positions_of
 from airflow_lake.lake.format.data_files import DataFile
 from airflow_lake.lake.format.identity import TABLE_ID
 from airflow_lake.lake.format.log import COMPLETES, PLAN_REQUEST_ID, LogEntry
@@ -50,6 +55,8 @@ class TableState:
     spec_changes: list[int] | None = field(default_factory=list)
     # the id the create entry gave the table (`identity.py`); None: a table created before ids existed
     table_id: str | None = None
+    # upstream table identity -> the upstream seq this table consumed up to (`consumed.py`)
+    consumed: dict[str, int] = field(default_factory=dict)
 
     def apply(self, entry: LogEntry) -> None:
         """Fold one entry into the state."""
@@ -91,6 +98,7 @@ class TableState:
             self.versions = {}  # known again, even after a checkpoint from before the index
         if self.versions is not None:
             fold_versions(self.versions, entry)
+        fold_consumed(self.consumed, entry.metadata, restore=entry.action == RESTORE_ACTION)
         self.seq = entry.seq
         self.instant = entry.instant
         self.completed_at = entry.completed_at
@@ -101,7 +109,8 @@ class TableState:
                           dict(self.tombstones), dict(self.instants), dict(self.requests),
                           dict(self.rolled_back), self.cleaned_before, self.completed_at,
                           None if self.versions is None else dict(self.versions),
-                          None if self.spec_changes is None else list(self.spec_changes), self.table_id)
+                          None if self.spec_changes is None else list(self.spec_changes), self.table_id,
+                          dict(self.consumed))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the legacy checkpoint format; also handy for tools)."""
@@ -113,6 +122,7 @@ class TableState:
             **({} if self.versions is None else {"versions": versions_to_pairs(self.versions)}),
             **({} if self.spec_changes is None else {"spec_changes": self.spec_changes}),
             **({} if self.table_id is None else {TABLE_ID: self.table_id}),
+            **({CONSUMED: self.consumed} if self.consumed else {}),
         }
 
     @classmethod
@@ -123,7 +133,7 @@ class TableState:
                    dict(raw["tombstones"]), dict(raw["instants"]), dict(raw["requests"]),
                    dict(raw["rolled_back"]), int(raw["cleaned_before"]), float(raw["completed_at"]),
                    versions_from_pairs(raw.get("versions")), spec_changes_from(raw.get("spec_changes")),
-                   table_id_from(raw.get(TABLE_ID)))
+                   table_id_from(raw.get(TABLE_ID)), positions_of(raw.get(CONSUMED)))
 
 
 def upsert_versions(entry: LogEntry) -> list[int]:

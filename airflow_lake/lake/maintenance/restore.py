@@ -3,10 +3,11 @@
 The `restore` entry removes every live file the target snapshot does not hold and re-adds every file of the target
 that is not live now (its `DataFile` record from the target state, stats included). Its metadata carries what the
 fold needs to make the state equal to the target's: the target's `spec`, its upsert version index (`versions`,
-pairs as `table_state.versions_to_pairs` writes them) and its request-id index (`requests`), plus `restored_to`
-(seq and instant of the target). So after restoring to before version 7 was upserted, version 7 is not applied
-any more, and a task whose commit was undone runs again. History stays: the entries in between are still in the
-log, and time travel to them works until `clean` deletes the files they need.
+pairs as `table_state.versions_to_pairs` writes them), its request-id index (`requests`) and its consumed upstream
+positions (`consumed`, `format.consumed`), plus `restored_to` (seq and instant of the target). So after restoring
+to before version 7 was upserted, version 7 is not applied any more, a task whose commit was undone runs again,
+and an incremental job re-consumes the upstream changes the undone commits had consumed. History stays: the entries
+in between are still in the log, and time travel to them works until `clean` deletes the files they need.
 
 A re-added file must still be on disk and must have been removed less than the table's `clean.retain.hours` ago
 (an older one may be deleted by a clean at this very moment): otherwise the restore is refused, nothing
@@ -34,6 +35,7 @@ from airflow_lake.lake.commit import requests
 from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.errors import LakeCommitConflict, LakeSpecError
 from airflow_lake.lake.format import history, instants
+from airflow_lake.lake.format.consumed import CONSUMED, recorded
 from airflow_lake.lake.format.data_files import ColumnStats, DataFile
 from airflow_lake.lake.format.log import RETENTION_PROPERTY, LogEntry, LogEntryExpired
 from airflow_lake.lake.format.stats_columns import LazyStats, StatsColumns
@@ -230,18 +232,22 @@ class RestorePlan:
     versions: Mapping[int, int]
     versions_changed: bool
     requests: Mapping[str, int] = field(default_factory=dict)
+    consumed: Mapping[str, int] = field(default_factory=dict)  # the target's consumed upstream positions
+    consumed_changed: bool = False
 
     @property
     def noop(self) -> bool:
-        """True when the latest snapshot already is the target (files, spec and upsert versions)."""
-        return not self.removed and not self.readded and not self.spec_changed and not self.versions_changed
+        """True when the latest snapshot already is the target (files, spec, upsert versions and consumed
+        positions)."""
+        return not self.removed and not self.readded and not self.spec_changed and not self.versions_changed \
+            and not self.consumed_changed
 
     def metrics(self) -> dict[str, Any]:
         """What a restore reports besides its commit's counts."""
         return {"restored_to_seq": self.seq, "restored_to_instant": self.instant,
                 "restored_to_completed_at": iso(self.completed_at), "restored_from_seq": self.base_seq,
                 "files_readded": len(self.readded), "spec_changed": self.spec_changed,
-                "versions_changed": self.versions_changed}
+                "versions_changed": self.versions_changed, "consumed_changed": self.consumed_changed}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form for a dry run: the counts and every path."""
@@ -271,7 +277,8 @@ def plan(table: TableMetadata, target: RestoreTarget, *, latest: TableState | No
     current = latest.versions if latest.versions is not None else _versions_from_log(table, latest.seq)
     return RestorePlan(table.url, target, latest.seq, seq, state.instant, state.completed_at, removed, readded,
                        dict(state.spec), dict(state.spec) != dict(latest.spec), dict(versions),
-                       dict(versions) != dict(current), dict(state.requests))
+                       dict(versions) != dict(current), dict(state.requests), dict(state.consumed),
+                       dict(state.consumed) != dict(latest.consumed))
 
 
 def _instant_at(table: TableMetadata, seq: int) -> str:
@@ -370,7 +377,8 @@ def restore(table: TableMetadata, target: RestoreTarget, *, dry_run: bool = Fals
                      latest.seq, target.describe())
         return RestoreResult(planned, None, dry_run=dry_run)
     metadata = {"spec": dict(planned.spec), "restored_to": {"seq": planned.seq, "instant": planned.instant},
-                "versions": versions_to_pairs(planned.versions), "requests": dict(planned.requests)}
+                "versions": versions_to_pairs(planned.versions), "requests": dict(planned.requests),
+                CONSUMED: recorded(planned.consumed)}
     txn = begin(table, RESTORE_ACTION, OPERATION, metadata={"restored_to": metadata["restored_to"]},
                 request_id=request_id, base=latest, request_fingerprint=request_fingerprint)
     try:

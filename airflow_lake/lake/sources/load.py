@@ -1,4 +1,5 @@
-"""Sources of a write: files (Parquet, CSV, JSON) or a Spark SQL query over lake tables."""
+"""Sources of a write: files (Parquet, CSV, JSON) or a Spark SQL query over lake tables (whole snapshots, and the
+changes of upstream tables since this table consumed them: `incremental.py`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.commit.reads import Pin, TableRead
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.sources.incremental import FIELD as INCREMENTAL
+from airflow_lake.lake.sources.incremental import IncrementalRef, Upstream, parse_incremental, register_changes
 from airflow_lake.lake.sources.query_guard import read_only_query
 from airflow_lake.lake.sources.strict_files import read_files, read_mode, refuse_lake_table_path
 from airflow_lake.lake.spec.strict import SpecReader
@@ -42,18 +45,20 @@ class TableRef:
 
 @dataclass(frozen=True)
 class Source:
-    """Either files at `path` in `format`, or a `query` over `tables`."""
+    """Either files at `path` in `format`, or a `query` over `tables` and the changes of `incremental` upstreams."""
 
     path: str | None = None
     format: str = "parquet"
     options: Mapping[str, str] = field(default_factory=dict)
     query: str | None = None
     tables: tuple[TableRef, ...] = ()
+    incremental: tuple[IncrementalRef, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         """Short JSON form for instant metadata."""
         if self.query is not None:
-            return {"query": self.query, "tables": {t.name: t.path for t in self.tables}}
+            upstreams = {INCREMENTAL: {r.view: r.table for r in self.incremental}} if self.incremental else {}
+            return {"query": self.query, "tables": {t.name: t.path for t in self.tables}, **upstreams}
         return {"path": self.path, "format": self.format}
 
     @classmethod
@@ -67,7 +72,12 @@ class Source:
         options = reader.mapping("options") or {}
         fmt = reader.string("format", default="parquet")
         tables = reader.mapping("tables") or {}
+        incremental = reader.raw_value(INCREMENTAL)
         reader.done()
+        if path is not None and incremental is not None:
+            raise LakeSpecError(f"{field_name}.{INCREMENTAL}", "incremental views are for a `query` source; a `path` "
+                                "source reads files, which have no changes to consume.",
+                                "Give a `query` over the incremental views instead of `path`, or drop `incremental`.")
         if path is not None:
             refuse_lake_table_path(path, f"{field_name}.path")
             if fmt not in FORMATS:
@@ -96,7 +106,8 @@ class Source:
                 raise LakeSpecError(where, f"{ref!r} is not a table reference.",
                                     "Give a path, or {'path': ..., 'as_of': ..., 'filters': [...]}.")
         assert query is not None
-        return cls(query=query, tables=tuple(refs))
+        upstreams = parse_incremental(incremental, field_name, [r.name for r in refs])
+        return cls(query=query, tables=tuple(refs), incremental=upstreams)
 
 
 @dataclass(frozen=True)
@@ -109,14 +120,17 @@ class QueryTable:
     snapshot: Snapshot
     scan: Scan
     own: bool  # the table the job commits to, read at the job's base (the pin)
+    upstream: bool = False  # an incremental upstream, read at the end of its changes window (`pinned`)
 
 
-def resolve_tables(source: Source, pin: Pin | None = None) -> tuple[QueryTable, ...]:
+def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, int] | None = None
+                   ) -> tuple[QueryTable, ...]:
     """The lake tables of a query source, each at the snapshot the query reads: its `as_of`, else the job's base
     when it is the job's own table (`pin`, matched by table identity, never by the URL's spelling), else the
-    latest. Refused without an `as_of`: a table with the pinned table's id at another place (a copy made by
-    copying its files, or the same table under another mount), which can be neither pinned safely nor told
-    apart."""
+    snapshot an incremental upstream of the same identity is pinned at (`pinned`: identity -> seq, the end of its
+    changes window), else the latest. Refused without an `as_of`: a table with the pinned table's id at another
+    place (a copy made by copying its files, or the same table under another mount), which can be neither pinned
+    safely nor told apart."""
     from airflow_lake.lake.table import LakeTable
     from airflow_lake.lake.upsert.merge_read import raw_scan
 
@@ -136,13 +150,17 @@ def resolve_tables(source: Source, pin: Pin | None = None) -> tuple[QueryTable, 
                                 "Name the table by the same path as the job's `table`; to copy a table, create a "
                                 "new one and write its rows into it.")
         as_of = pin.seq if own and pin is not None and ref.as_of is None else ref.as_of
+        upstream = not own and ref.as_of is None and pinned is not None and ident in pinned
+        if upstream:
+            assert pinned is not None
+            as_of = pinned[ident]
         snapshot = table.snapshot(as_of)
         if snapshot.spec.primary_key:  # merged per key, as any read of a primary-key table; only key filters
             # decide which files are read (a stale value must not hide a key's newer one)
             scan = raw_scan(table, snapshot, filters=ref.filters or None)
         else:
             scan = table.scan(filters=ref.filters or None, as_of=snapshot.seq)
-        out.append(QueryTable(ref, table, ident, snapshot, scan, own))
+        out.append(QueryTable(ref, table, ident, snapshot, scan, own, upstream))
     return tuple(out)
 
 
@@ -152,10 +170,12 @@ def snapshots_read(tables: Collection[QueryTable]) -> dict[str, Any]:
     selected. Files are never rewritten in place, so the same files are the same rows: a commit the query's
     filters exclude, or a `clean`, leaves it unchanged; an append, overwrite, delete, compaction or restore that
     changes what it reads does not. (The job's own table is left out: its read is checked by the commit's
-    isolation check, and after the commit its base has moved on by the commit itself.)"""
+    isolation check, and after the commit its base has moved on by the commit itself. So is an incremental
+    upstream's: it is read at the end of its changes window, which the commit records as a consumed position; a
+    retry finds that commit, while a later run reads a later snapshot by design, not as other inputs.)"""
     out: dict[str, Any] = {}
     for query_table in tables:
-        if query_table.own:
+        if query_table.own or query_table.upstream:
             continue
         digest = hashlib.sha256()
         digest.update(json.dumps(query_table.snapshot.spec.to_dict(), sort_keys=True).encode())
@@ -166,14 +186,16 @@ def snapshots_read(tables: Collection[QueryTable]) -> dict[str, Any]:
 
 
 def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, dict[str, int]] | None = None,
-         optional: Collection[str] = (), *, pin: Pin | None = None, tables: Sequence[QueryTable] | None = None
-         ) -> tuple[DataFrame, dict[str, list[TableRead]]]:
+         optional: Collection[str] = (), *, pin: Pin | None = None, tables: Sequence[QueryTable] | None = None,
+         upstreams: Sequence[Upstream] = ()) -> tuple[DataFrame, dict[str, list[TableRead]]]:
     """The source as a DataFrame, and per lake table identity (`TableMetadata.identity`) the scans it reads (for
     the isolation check).
 
     `pin`: the table a job commits to and its base (`LakeTable.begin(base=...)`): a query reading that table
     without an `as_of` reads it at the base, never at a newer state, whatever spelling of its URL it names.
-    `tables`: the query's tables as `resolve_tables` resolved them already (else they are resolved here).
+    `tables`: the query's tables as `resolve_tables` resolved them already (else they are resolved here);
+    `upstreams`: the source's incremental upstreams as `incremental.resolve_upstreams` resolved them (their
+    changes windows: registered as their views; required when the source has `incremental`).
     `scans` (if given) gets, per query table name, the files read and the files skipped by their stats;
     `optional` columns may be missing from CSV and JSON files (a partial upsert).
     """
@@ -196,5 +218,9 @@ def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, 
                  snapshot.seq, len(scan.files), scan.files_total, scan.files_skipped)
         if scans is not None:
             scans[ref.name] = {"files_read": len(scan.files), "files_skipped": scan.files_skipped}
+    if len(upstreams) != len(source.incremental):
+        raise ValueError("the source's incremental upstreams must be resolved first (`resolve_upstreams`)")
+    register_changes(spark, upstreams)
     assert source.query is not None
-    return read_only_query(spark, source.query, views=[t.name for t in source.tables]), reads
+    views = [t.name for t in source.tables] + [u.ref.view for u in upstreams]
+    return read_only_query(spark, source.query, views=views), reads

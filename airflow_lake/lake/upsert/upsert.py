@@ -27,6 +27,7 @@ from airflow_lake.lake.commit import requests
 from airflow_lake.lake.commit.reads import TableRead
 from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.errors import LakeSchemaError, LakeSpecError
+from airflow_lake.lake.format.consumed import CONSUMED
 from airflow_lake.lake.format.log import LogEntry
 from airflow_lake.lake.format.snapshots import TableState
 from airflow_lake.lake.format.table_state import UPSERT_ACTION
@@ -63,7 +64,8 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
                      shuffle: bool = True, base: TableState | None = None,
                      table_reads: Iterable[TableRead] = (), request_fingerprint: str | None = None,
                      schema_evolution: str = "none", merge_operators: Mapping[str, str] | None = None,
-                     delete_column: str | None = None, request_reads: Mapping[str, Any] | None = None) -> Upserted:
+                     delete_column: str | None = None, request_reads: Mapping[str, Any] | None = None,
+                     metadata: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None) -> Upserted:
     """Upsert `df` into the primary-key table with `version` (one for every row) or the versions in
     `version_column` (default: the table's `version_column`). See the module docstring. A committed
     `request_id` returns its commit (`request_fingerprint`: of the request's inputs, `commit.requests`;
@@ -81,7 +83,11 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
     upserted before read them as NULL (their files have no stamp for them: they never set them).
 
     `delete_column`: the source's boolean delete-marker column (default `_delete`, if the source has it and
-    the table does not); see the module docstring."""
+    the table does not); see the module docstring.
+
+    `metadata` / `metrics`: recorded with the commit besides the upsert's own. With consumed upstream positions in
+    `metadata` (`format.consumed`), an upsert that turns out to repeat an earlier one still commits them, in an
+    entry without files: the changes it consumed are applied already, and must not be read again."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -111,17 +117,18 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
     own_reads = tuple(table_reads)
     checked = [] if marker is None else _check_markers(table, base, spec, conformed, version_expr)
     txn = begin(table, UPSERT_ACTION, OPERATION, request_id=request_id, base=base,
-                request_fingerprint=request_fingerprint, metadata={"columns": present, **request.metadata()})
+                request_fingerprint=request_fingerprint,
+                metadata={"columns": present, **(metadata or {}), **request.metadata()})
     try:
         observation = Observation(f"upsert_{txn.instant}")
         fingerprinted = list(dict.fromkeys([*spec.primary_key, *spec.partition_columns, *present]))
         counted = [] if marker is None else [F.count_if(F.col(MARK)).alias("deletes")]
         observed = conformed.observe(observation, *versions_module.fingerprint_aggregates(
             fingerprinted + ([MARK] if marker else []), version_expr), *counted)
-        metrics: dict[str, Any] = {}
+        written: dict[str, Any] = dict(metrics or {})
         deleted = None if marker is None else F.col(MARK)
         files = write_dataframe(delta_rows(observed, spec, present, version_expr, deleted), table.storage,
-                                physical_spec(spec), txn.instant, metrics=metrics, bucket_shuffle=shuffle)
+                                physical_spec(spec), txn.instant, metrics=written, bucket_shuffle=shuffle)
         facts = observation.get
         if int(facts["null_versions"]):
             raise LakeSchemaError(f"{facts['null_versions']} row(s) have no version (NULL in {column!r}); nothing "
@@ -135,18 +142,22 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
         fingerprint = versions_module.fingerprint(facts)
         removed, prior = _resolve_clash(table, txn.base, versions, present, fingerprint=fingerprint,
                                         replace=replace_version)
+        if prior is not None and CONSUMED in (metadata or {}):
+            log.info("upsert of version(s) %s is the same as instant %s: only the consumed positions are committed",
+                     versions, prior.instant)
+            return Upserted(txn.commit(metrics={**(metrics or {}), "duplicate_of": prior.seq}), False)
         if prior is not None:
             txn.abort(reason=f"a duplicate of instant {prior.instant} (log entry {prior.seq}: the same version(s) "
                              f"{versions} with the same data); nothing to write")
             log.info("upsert of version(s) %s is the same as instant %s: nothing written", versions,
                      prior.instant)
             return Upserted(prior, True)
-        metrics.update({"rows": int(facts["rows"]), "versions": versions, "version_count": len(versions),
+        written.update({"rows": int(facts["rows"]), "versions": versions, "version_count": len(versions),
                         "min_version": min(versions, default=None), "max_version": max(versions, default=None),
                         "replaced_files": len(removed)})
         marked = {} if marker is None else {"deletes": int(facts["deletes"])}
-        metrics.update({"delete_rows": int(facts["deletes"])} if marker else {})
-        entry = txn.commit(added=files, removed=removed, metrics=metrics, versions=versions, table_reads=own_reads,
+        written.update({"delete_rows": int(facts["deletes"])} if marker else {})
+        entry = txn.commit(added=files, removed=removed, metrics=written, versions=versions, table_reads=own_reads,
                            reads=checked, metadata={"versions": versions, "fingerprint": fingerprint,
                                                     "columns": present, **marked, **spec_change})
         return Upserted(entry, False)
