@@ -74,7 +74,7 @@ def build_ods(spark: Any, work: Path, paths: dict[str, str], days: list[str], si
                                         "version": video.version_of(days[0])})
 
 
-def late_events(spark: Any, work: Path, paths: dict[str, str], day: str, rows: int, round_: int) -> int:
+def late_events(spark: Any, work: Path, paths: dict[str, str], day: str, *, rows: int, round_: int) -> int:
     """Append `rows` late events to `day` (other ids than the day's own); returns the rows appended."""
     from airflow_lake.datagen import video
     from airflow_lake.jobs import run
@@ -97,7 +97,13 @@ def incremental_run(spark: Any, paths: dict[str, str]) -> dict[str, Any]:
 
 def full_rebuild(spark: Any, paths: dict[str, str]) -> dict[str, Any]:
     """The rebuild-the-day queries over every day: each table overwritten whole."""
-    from airflow_lake.examples.video_pipeline import BUCKETED_JOIN_CONF, DWD_LIKES_SQL, DWD_PLAYS_SQL, DWD_WORKS_SQL, DWS_SQL
+    from airflow_lake.examples.video_pipeline import (
+        BUCKETED_JOIN_CONF,
+        DWD_LIKES_SQL,
+        DWD_PLAYS_SQL,
+        DWD_WORKS_SQL,
+        DWS_SQL,
+    )
     from airflow_lake.jobs import run
 
     steps = {
@@ -164,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         scans: list[dict[str, Any]] = []
         for round_ in range(args.rounds):
             day = days[(round_ * 7 + args.days // 2) % args.days]  # a day in the middle, another each round
-            appended = late_events(spark, work, ods, day, late_rows, round_)
+            appended = late_events(spark, work, ods, day, rows=late_rows, round_=round_)
 
             def incremental() -> tuple[float, dict[str, Any]]:
                 t0 = time.perf_counter()

@@ -49,7 +49,7 @@ def _of_days(view: str, alias: str) -> str:
     """The rows of `view` on the days `days` selects, as a relation called `alias`: a semi join with the (small)
     set of days, broadcast (also where a step turns broadcasts off to keep its bucketed joins), so the rows keep
     their bucketed partitioning and nothing is shuffled for the filter."""
-    return f"(SELECT /*+ BROADCAST(d) */ x.* FROM {view} x LEFT SEMI JOIN days d ON x.dt = d.dt) {alias}"
+    return f"(SELECT /*+ BROADCAST(d) */ x.* FROM {view} x LEFT SEMI JOIN days d ON x.dt = d.dt) {alias}"  # noqa: S608
 
 
 def _on_days(days: str, sql: str, *reads: tuple[str, str]) -> str:
@@ -83,9 +83,9 @@ def dm_sql(days: str) -> str:
     """The DM step for the DWS days `days` selects: per day and work, the sums over the day's 7-day window
     (`video_pipeline.DM_SQL`, for many days at once)."""
     return (
-        f"WITH days AS ({days}), "
-        "win AS (SELECT /*+ BROADCAST(t) */ t.dt AS day, d.work_id, d.category, d.author_id, d.plays, d.likes, d.play_ms, d.dt"
-        " FROM dws d JOIN days t"
+        f"WITH days AS ({days}), "  # noqa: S608  (the example's own SQL)
+        "win AS (SELECT /*+ BROADCAST(t) */ t.dt AS day, d.work_id, d.category, d.author_id, d.plays, d.likes,"
+        " d.play_ms, d.dt FROM dws d JOIN days t"
         " ON d.dt BETWEEN date_format(date_sub(to_date(t.dt), 6), 'yyyy-MM-dd') AND t.dt) "
         "SELECT work_id, MAX_BY(category, dt) AS category, MAX_BY(author_id, dt) AS author_id,"
         " SUM(plays) AS plays_7d, SUM(likes) AS likes_7d, SUM(play_ms) AS play_ms_7d, COUNT(*) AS active_days,"
@@ -96,19 +96,19 @@ def dm_sql(days: str) -> str:
 # Which days each step rebuilds: from its views of changes (incremental), or every day of its upstream (full).
 DAYS: dict[str, dict[str, str]] = {
     "dwd_plays": {
-        "incremental": f"SELECT dt FROM {EVENTS_CHANGES} UNION SELECT e.dt FROM events e "
-                       f"LEFT SEMI JOIN {USERS_CHANGES} c ON e.user_id = c.user_id",
+        "incremental": "SELECT dt FROM events_changes UNION SELECT e.dt FROM events e "
+                       "LEFT SEMI JOIN users_changes c ON e.user_id = c.user_id",
         "full": "SELECT DISTINCT dt FROM events",
     },
-    "dwd_likes": {"incremental": f"SELECT dt FROM {EVENTS_CHANGES}", "full": "SELECT DISTINCT dt FROM events"},
+    "dwd_likes": {"incremental": "SELECT dt FROM events_changes", "full": "SELECT DISTINCT dt FROM events"},
     "dws_work_daily": {
-        "incremental": f"SELECT dt FROM {PLAYS_CHANGES} UNION SELECT dt FROM {LIKES_CHANGES} UNION "
-                       f"SELECT p.dt FROM plays p LEFT SEMI JOIN {DWD_WORKS_CHANGES} c ON p.work_id = c.work_id",
+        "incremental": "SELECT dt FROM plays_changes UNION SELECT dt FROM likes_changes UNION "
+                       "SELECT p.dt FROM plays p LEFT SEMI JOIN dwd_works_changes c ON p.work_id = c.work_id",
         "full": "SELECT dt FROM plays UNION SELECT dt FROM likes",
     },
     # the DM days whose 7-day window holds a changed DWS day (a DM day is a day with DWS rows)
     "dm_work_7d": {
-        "incremental": f"SELECT DISTINCT d.dt FROM dws d JOIN (SELECT DISTINCT dt FROM {DWS_CHANGES}) c"
+        "incremental": "SELECT DISTINCT d.dt FROM dws d JOIN (SELECT DISTINCT dt FROM dws_changes) c"
                        " ON d.dt BETWEEN c.dt AND date_format(date_add(to_date(c.dt), 6), 'yyyy-MM-dd')",
         "full": "SELECT DISTINCT dt FROM dws",
     },

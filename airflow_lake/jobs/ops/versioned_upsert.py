@@ -82,7 +82,8 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
     # (left out, the evolution fields are not part of the fingerprint: retries recorded before them still match)
     pin = Pin.of(table, base)
     upstreams = resolve_upstreams(spec.source.incremental, base, pin)  # the changes windows, metadata only
-    query_tables = resolve_tables(spec.source, pin, pinned(upstreams))  # metadata only: snapshots and files read
+    query_tables = resolve_tables(spec.source, pin, pinned(upstreams),  # metadata only: snapshots, files read
+                                  windows=[u.window for u in upstreams])
     request = request_of(OPERATION, spec, ignore=(() if spec.schema_evolution == ADD_COLUMNS
                                                   else ("schema_evolution", "merge_operators"))
                          + (() if spec.delete_column else ("delete_column",)), reads=snapshots_read(query_tables))

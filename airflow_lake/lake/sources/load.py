@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.commit.reads import Pin, TableRead
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.sources.changed_partitions import ALL as ALL_PARTITIONS
+from airflow_lake.lake.sources.changed_partitions import CHANGED, changed_filters, read_choice
 from airflow_lake.lake.sources.incremental import FIELD as INCREMENTAL
 from airflow_lake.lake.sources.incremental import IncrementalRef, Upstream, parse_incremental, register_changes
+from airflow_lake.lake.sources.incremental import pinned as pinned_seqs
 from airflow_lake.lake.sources.query_guard import read_only_query
 from airflow_lake.lake.sources.strict_files import read_files, read_mode, refuse_lake_table_path
 from airflow_lake.lake.spec.strict import SpecReader
@@ -22,6 +25,7 @@ from airflow_lake.lake.spec.table_spec import IDENTIFIER, TableSpec
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from airflow_lake.lake.changes.window import ChangeWindow
     from airflow_lake.lake.format.snapshots import Snapshot
     from airflow_lake.lake.spark.scan import Scan
     from airflow_lake.lake.table import LakeTable
@@ -41,6 +45,8 @@ class TableRef:
     # filters the scan applies (and prunes files and partitions with): choosing partitions here keeps a
     # read of a table bucketed from a partition on, or with per-partition counts, one bucketed scan
     filters: tuple[tuple[Any, ...], ...] = ()
+    # "changed": only the partitions the query's incremental windows touched (`changed_partitions`); or "all"
+    partitions: str = ALL_PARTITIONS
 
 
 @dataclass(frozen=True)
@@ -94,14 +100,21 @@ class Source:
             if isinstance(ref, str):
                 refs.append(TableRef(name, ref))
             elif isinstance(ref, Mapping) and isinstance(ref.get("path"), str):
-                unknown = sorted(str(k) for k in ref if k not in ("path", "as_of", "filters"))
+                unknown = sorted(str(k) for k in ref if k not in ("path", "as_of", "filters", "partitions"))
                 if unknown:
-                    raise LakeSpecError(f"{where}.{unknown[0]}", "unknown key.", "Use path, as_of and filters.")
+                    raise LakeSpecError(f"{where}.{unknown[0]}", "unknown key.",
+                                        "Use path, as_of, filters and partitions.")
                 filters = ref.get("filters") or []
                 if not isinstance(filters, list) or not all(isinstance(f, list | tuple) for f in filters):
                     raise LakeSpecError(f"{where}.filters", f"{filters!r} is not a list of filters.",
                                         "Give [['dt', '>=', '2024-06-01'], ...].")
-                refs.append(TableRef(name, ref["path"], ref.get("as_of"), tuple(tuple(f) for f in filters)))
+                partitions = read_choice(ref.get("partitions"), f"{where}.partitions")
+                if partitions == CHANGED and incremental is None:
+                    raise LakeSpecError(f"{where}.partitions", '"changed" partitions are those the query\'s '
+                                        "incremental views changed, and this source has no `incremental`.",
+                                        'Give the source an `incremental` list, or leave `partitions` out.')
+                refs.append(TableRef(name, ref["path"], ref.get("as_of"), tuple(tuple(f) for f in filters),
+                                     partitions))
             else:
                 raise LakeSpecError(where, f"{ref!r} is not a table reference.",
                                     "Give a path, or {'path': ..., 'as_of': ..., 'filters': [...]}.")
@@ -123,14 +136,17 @@ class QueryTable:
     upstream: bool = False  # an incremental upstream, read at the end of its changes window (`pinned`)
 
 
-def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, int] | None = None
-                   ) -> tuple[QueryTable, ...]:
+def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, int] | None = None, *,
+                   windows: Sequence[ChangeWindow] | None = None) -> tuple[QueryTable, ...]:
     """The lake tables of a query source, each at the snapshot the query reads: its `as_of`, else the job's base
     when it is the job's own table (`pin`, matched by table identity, never by the URL's spelling), else the
     snapshot an incremental upstream of the same identity is pinned at (`pinned`: identity -> seq, the end of its
     changes window), else the latest. Refused without an `as_of`: a table with the pinned table's id at another
     place (a copy made by copying its files, or the same table under another mount), which can be neither pinned
-    safely nor told apart."""
+    safely nor told apart.
+
+    `windows`: the changes windows of the source's incremental upstreams; a table read with `partitions:
+    "changed"` is read in only the partitions they touched (`changed_partitions`)."""
     from airflow_lake.lake.table import LakeTable
     from airflow_lake.lake.upsert.merge_read import raw_scan
 
@@ -155,11 +171,22 @@ def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, 
             assert pinned is not None
             as_of = pinned[ident]
         snapshot = table.snapshot(as_of)
+        filters = ref.filters
+        if ref.partitions == CHANGED:
+            where = f"source.tables.{ref.name}.partitions"
+            if snapshot.spec.primary_key:
+                raise LakeSpecError(where, f'"changed" partitions of the primary-key table {ref.path!r}: its rows '
+                                    "are merged per key across files, not read by partition.",
+                                    "Read a primary-key table whole (leave `partitions` out).")
+            if windows is None:
+                raise ValueError("resolve_tables: a table read in its changed partitions needs the windows of the "
+                                 "source's incremental upstreams (`windows`)")
+            filters = (*filters, *(changed_filters(snapshot.spec, windows, where) or ()))
         if snapshot.spec.primary_key:  # merged per key, as any read of a primary-key table; only key filters
             # decide which files are read (a stale value must not hide a key's newer one)
-            scan = raw_scan(table, snapshot, filters=ref.filters or None)
+            scan = raw_scan(table, snapshot, filters=filters or None)
         else:
-            scan = table.scan(filters=ref.filters or None, as_of=snapshot.seq)
+            scan = table.scan(filters=filters or None, as_of=snapshot.seq)
         out.append(QueryTable(ref, table, ident, snapshot, scan, own, upstream))
     return tuple(out)
 
@@ -205,7 +232,9 @@ def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, 
         refuse_lake_table_path(source.path)
         return read_files(spark, source.path, source.format, source.options, spec=spec, optional=optional), {}
     reads: dict[str, list[TableRead]] = {}
-    for query_table in resolve_tables(source, pin) if tables is None else tables:
+    if tables is None:
+        tables = resolve_tables(source, pin, pinned_seqs(upstreams), windows=[u.window for u in upstreams])
+    for query_table in tables:
         ref, table, snapshot, scan = query_table.ref, query_table.table, query_table.snapshot, query_table.scan
         if snapshot.spec.primary_key:
             table.register(spark, ref.name, as_of=snapshot.seq, filters=ref.filters or None)
