@@ -183,7 +183,10 @@ class LakeHook(BaseHook):
         # cluster deploy mode: the driver's output is not ours to read; its instant says what it did
         from airflow_lake.publication import with_publication
 
-        return with_publication(self.read_metrics(operation, table, request_id, already_committed=done_before))
+        source = payload.get("source")
+        incremental = isinstance(source, Mapping) and bool(source.get("incremental"))
+        return with_publication(self.read_metrics(operation, table, request_id, already_committed=done_before,
+                                                  commits=not incremental))
 
     def _run_connect(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
@@ -228,12 +231,13 @@ class LakeHook(BaseHook):
         return None if entry is None else entry.instant
 
     def read_metrics(self, operation: str, table: str, request_id: str, *,
-                     already_committed: bool | str | None = False) -> dict[str, Any]:
+                     already_committed: bool | str | None = False, commits: bool = True) -> dict[str, Any]:
         """The metrics stored in the instant recorded with `request_id` (an empty result for a no-op).
 
         `already_committed`: the flag to report, or the instant the request had committed before this run (then
         the flag says whether the recorded instant is still that one: an overwrite whose lake inputs changed runs
-        again under the same id, `commit.requests`)."""
+        again under the same id, `commit.requests`). `commits=False`: a write that may commit nothing (an
+        incremental one whose upstreams had nothing new), so no instant is no error."""
         from airflow_lake.lake.commit import requests
         from airflow_lake.lake.table import LakeTable
 
@@ -242,7 +246,7 @@ class LakeHook(BaseHook):
         before = already_committed if isinstance(already_committed, bool) else \
             already_committed is not None and entry is not None and entry.instant == already_committed
         stored = None if entry is None else requests.result(lake.url, operation, entry, already_committed=before)
-        if stored is None and operation == "write":
+        if stored is None and operation == "write" and commits:
             raise LakeJobError(f"spark-submit succeeded but no instant of request {request_id} is on {table!r}.")
         return requests.result(lake.url, operation, None, noop=True) if stored is None else stored
 

@@ -7,6 +7,8 @@ Rooms, lowest first; a room imports only rooms below it (`tests/lake/test_rooms.
 - `commit/` (the commit protocol) and `spark/` (the Spark side), side by side, neither importing the other;
 - the operations: `write/`, `upsert/`, `buckets/`, `clustering/`, `delete/`, `alter/`, `maintenance/` (clean,
   orphan removal, restore);
+- `changes/`: the changes between two snapshots (the commits of a window, read as inserted, deleted and updated
+  rows), over the operations' reads;
 - `table.py`: `LakeTable`, the one door for users, over all of the above;
 - `sources/`: what a job reads, opening other tables through the door.
 See docs/architecture.md.
@@ -18,6 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import (
+    LakeChangesUnavailable,
     LakeCommitConflict,
     LakeError,
     LakeInstantRolledBack,
@@ -62,7 +65,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "BucketSpec", "Column", "ColumnStats", "DataFile", "Instant", "LakeCommitConflict", "LakeError",
-    "LakeInstantRolledBack", "LakeSchemaError", "LakeSnapshotNotFound", "LakeSpecError", "LakeTable",
+    "BucketSpec", "Column", "ColumnStats", "DataFile", "Instant", "LakeChangesUnavailable", "LakeCommitConflict",
+    "LakeError", "LakeInstantRolledBack", "LakeSchemaError", "LakeSnapshotNotFound", "LakeSpecError", "LakeTable",
     "LakeTableExists", "LakeTableNotFound", "LakeUnsafePath", "Scan", "Snapshot", "TableSpec",
 ]

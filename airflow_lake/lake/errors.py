@@ -62,6 +62,17 @@ class LakeSnapshotNotFound(LakeError, LookupError):
     """The requested snapshot does not exist or its files were cleaned."""
 
 
+class LakeChangesUnavailable(LakeSnapshotNotFound):
+    """The changes asked for start before the oldest snapshot changes can start from: `clean` deleted files or
+    expired log entries the window needs. `oldest` is the oldest start that works (`start=-1`, the whole table
+    as inserts, always does)."""
+
+    def __init__(self, message: str, start: int, oldest: int) -> None:
+        super().__init__(message)
+        self.start = start
+        self.oldest = oldest
+
+
 class LakePlanAborted(LakeError):
     """A clustering plan cannot run any more (its input files were replaced, or it was rolled back); it was
     rolled back and nothing of it was committed. Schedule a new plan: the files are planned again."""

@@ -190,6 +190,22 @@ class LakeTable(TableMetadata):
             return read_merged_arrow(self.storage, snap.spec, snap.files, columns)
         return read_files(self.storage, snap.spec, snap.files, columns)
 
+    def changes(self, spark: SparkSession, start: int | float | str, end: int | float | str | None = None, *,
+                filters: Iterable[Sequence[Any]] | None = None) -> DataFrame:
+        """The rows that changed after snapshot `start` (exclusive; -1: from the empty table, everything an insert)
+        up to `end` (inclusive; default the latest): the end snapshot's columns plus `_change_type` (insert,
+        delete, update_preimage, update_postimage), `_commit_seq` and `_commit_time`. Each bound is a log sequence
+        number, an instant id, or a time (UNIX seconds as a float, ISO-8601 text: the last snapshot completed at or
+        before it). Plain tables: per commit, the rows added minus the rows removed and the other way round (rows a
+        rewrite carried over are no change); primary-key tables: net changes per key over the merged state.
+        Commits that change no data (clustering, bucket rewrite, compaction, alter, clean) give nothing and are
+        not read; `filters` prune and filter as `read`'s. A start older than what `clean` kept raises
+        `LakeChangesUnavailable` naming the oldest start (`lake.changes`)."""
+        from airflow_lake.lake.changes.spark_read import read_changes
+        from airflow_lake.lake.changes.window import change_window
+
+        return read_changes(self, spark, change_window(self, start, end), filters)
+
     # -- writes --------------------------------------------------------------------------------------
     def begin(self, action: str, operation: str, metadata: Mapping[str, Any] | None = None,
               request_id: str | None = None, recover: bool = True, *, base: TableState | None = None

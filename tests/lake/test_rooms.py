@@ -11,7 +11,7 @@ LAKE = Path(airflow_lake.lake.__file__).parent
 # the floor is 0; rooms on one level may not import each other (commit, spark and publish stay apart)
 LEVEL = {"errors": 0, "faults": 0, "spec": 1, "format": 2, "commit": 3, "spark": 3, "publish": 3,
          "write": 4, "upsert": 4, "buckets": 4, "clustering": 4, "maintenance": 4, "alter": 4, "delete": 4,
-         "table": 5, "sources": 6}
+         "changes": 5, "table": 6, "sources": 7}
 
 
 def room_of(module: str) -> str | None:
