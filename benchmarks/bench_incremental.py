@@ -7,10 +7,10 @@ in `ods_events` (partitioned by day), one batch of the works and users dimension
 `ods_users`. Two sets of downstream tables (dwd_plays, dwd_likes, dwd_works, dws_work_daily, bucketed as the
 example creates them) are built from it, untimed:
 
-    incremental  the incremental DAG's steps (`video_incremental.STEPS`, rebuild "incremental"): their first run
-                 consumes the whole upstreams; every later run reads the upstreams' changes since the positions
-                 its table recorded, the changed partitions of the upstream tables only, and overwrites the days
-                 those changes touch;
+    incremental  the incremental DAG's steps (`video_incremental.STEPS`): built with rebuild "full" (which records
+                 the upstream positions), then each run (rebuild "incremental") consumes the upstreams' changes
+                 since the positions its table recorded, reads the changed partitions of the upstream tables only,
+                 and overwrites the days those changes touch;
     full         the rebuild-the-day DAG's queries (`video_pipeline`) over every day: each table overwritten
                  whole from its upstreams — no views of changes, no positions.
 
@@ -30,6 +30,8 @@ import argparse
 import datetime as dt
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +65,7 @@ def build_ods(spark: Any, work: Path, paths: dict[str, str], days: list[str], si
     for name in ("ods_events", "ods_works", "ods_users"):
         run(spark, "create_table", {"table": paths[name], **created(name)})
     events = pa.concat_tables([video.day_events(day, sizes) for day in days])
-    df = spark.createDataFrame(events.to_pandas()).repartition(len(days) * 2, "dt")
+    df = spark.createDataFrame(events).repartition(len(days) * 2, "dt")
     run_write = {"table": paths["ods_events"], "mode": "append"}
     staged = work / "landing-events"
     df.write.parquet(str(staged))
@@ -76,50 +78,60 @@ def build_ods(spark: Any, work: Path, paths: dict[str, str], days: list[str], si
 
 def late_events(spark: Any, work: Path, paths: dict[str, str], day: str, *, rows: int, round_: int) -> int:
     """Append `rows` late events to `day` (other ids than the day's own); returns the rows appended."""
+    import pyarrow.compute as pc
+
     from airflow_lake.datagen import video
     from airflow_lake.jobs import run
 
-    late = video.day_events(day, video.Sizes(events=rows), seed=100 + round_).to_pandas()
-    late["event_id"] = late["event_id"] + 50_000_000 + round_ * 1_000_000  # the day's own ids end below that
+    late = video.day_events(day, video.Sizes(events=rows), seed=100 + round_)
+    ids = pc.add(late["event_id"], 50_000_000 + round_ * 1_000_000)  # the day's own ids end below that
     staged = work / f"late-{round_}"
-    spark.createDataFrame(late).coalesce(1).write.parquet(str(staged))
+    spark.createDataFrame(late.set_column(0, "event_id", ids)).coalesce(1).write.parquet(str(staged))
     out = run(spark, "write", {"table": paths["ods_events"], "mode": "append", "source": {"path": str(staged)}})
     return int(out["rows_added"])
 
 
-def incremental_run(spark: Any, paths: dict[str, str]) -> dict[str, Any]:
-    """The incremental DAG's DWD + DWS steps, in its order; their metrics by table."""
+@contextmanager
+def task_conf(spark: Any, name: str) -> Iterator[None]:
+    """The Spark settings the DAG's task of `name` sets (`spark_conf`: broadcasts off for the DWS step, so its
+    joins stay bucketed), for both sides alike."""
+    from airflow_lake.examples.video_incremental import STEPS
+
+    conf = dict(STEPS[name].spark_conf)
+    before = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def incremental_run(spark: Any, paths: dict[str, str], rebuild: str = "incremental") -> dict[str, Any]:
+    """The incremental DAG's DWD + DWS steps, in its order, in one `rebuild` mode; their metrics by table."""
     from airflow_lake.examples.video_incremental import STEPS
     from airflow_lake.jobs import run
 
-    return {name: run(spark, "write", STEPS[name].write_spec(paths, "incremental")) for name in DWD_DWS}
+    out = {}
+    for name in DWD_DWS:
+        with task_conf(spark, name):
+            out[name] = run(spark, "write", STEPS[name].write_spec(paths, rebuild))
+    return out
 
 
 def full_rebuild(spark: Any, paths: dict[str, str]) -> dict[str, Any]:
     """The rebuild-the-day queries over every day: each table overwritten whole."""
-    from airflow_lake.examples.video_pipeline import (
-        BUCKETED_JOIN_CONF,
-        DWD_LIKES_SQL,
-        DWD_PLAYS_SQL,
-        DWD_WORKS_SQL,
-        DWS_SQL,
-    )
+    from airflow_lake.examples.video_incremental import whole_table_specs
     from airflow_lake.jobs import run
 
-    steps = {
-        "dwd_plays": (DWD_PLAYS_SQL, {"events": paths["ods_events"], "users": paths["ods_users"]}),
-        "dwd_likes": (DWD_LIKES_SQL, {"events": paths["ods_events"]}),
-        "dwd_works": (DWD_WORKS_SQL, {"works": paths["ods_works"]}),
-        "dws_work_daily": (DWS_SQL, {"plays": paths["dwd_plays"], "likes": paths["dwd_likes"],
-                                     "works": paths["dwd_works"]}),
-    }
     out = {}
-    for name, (query, tables) in steps.items():
-        if name == "dws_work_daily":  # as the DAG's task sets it (spark_conf)
-            for key, value in BUCKETED_JOIN_CONF.items():
-                spark.conf.set(key, value)
-        out[name] = run(spark, "write", {"table": paths[name], "mode": "overwrite",
-                                         "source": {"query": query, "tables": tables}})
+    for name, spec in whole_table_specs(paths).items():
+        with task_conf(spark, name):
+            out[name] = run(spark, "write", spec)
     return out
 
 
@@ -142,13 +154,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from airflow_lake.datagen import video
     from airflow_lake.jobs import run
+    from airflow_lake.jobs.session import DEFAULT_CONF
 
     first = dt.date(2024, 1, 1)
     days = [(first + dt.timedelta(days=i)).isoformat() for i in range(args.days)]
     sizes = video.Sizes(events=args.events)
     late_rows = max(1, int(args.late * args.days * args.events))
     with scratch_dir("bench-incremental-") as work:
-        spark = local_spark("bench-incremental", {"spark.sql.shuffle.partitions": "8"}, work / "warehouse")
+        # a job's session settings (`jobs.session`: bucketed reads used fully), as the DAG's tasks have
+        spark = local_spark("bench-incremental", {**DEFAULT_CONF, "spark.sql.shuffle.partitions": "8"},
+                            work / "warehouse")
         spark.sparkContext.setLogLevel("ERROR")
         ods = {name: str(work / "lake" / name) for name in ("ods_events", "ods_works", "ods_users")}
         inc = {**ods, **{name: str(work / "incremental" / name) for name in DWD_DWS}}
@@ -158,12 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         for paths in (inc, full):
             for name in DWD_DWS:
                 run(spark, "create_table", {"table": paths[name], **created(name)})
-        first_inc = incremental_run(spark, inc)  # the first run: the whole upstreams, as inserts
+        incremental_run(spark, inc, "full")  # the DAG's steps with rebuild="full": the positions recorded
         full_rebuild(spark, full)
         print(f"ODS: {args.days} days x {args.events:,} events; DWD + DWS built both ways in "
               f"{time.perf_counter() - started:.1f} s")
         assert all(same_rows(spark, inc[name], full[name]) for name in DWD_DWS)
-        print("first incremental run read (files):", {n: m.get("source_scans") for n, m in first_inc.items()})
 
         inc_s: list[float] = []
         full_s: list[float] = []

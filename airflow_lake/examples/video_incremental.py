@@ -12,12 +12,15 @@ snapshots — the dimensions as merged now, for every day. So a step rebuilds a 
 - `dws_work_daily`: the day's plays or likes changed, or a work played that day changed (its category and author);
 - `dm_work_7d`: a DWS day in the day's 7-day window changed (a DM day is a day with DWS rows).
 
-Each step's query computes the set `days` from its views of changes and recomputes those days from the full
-upstream tables (read at the snapshots the changes end at), written with `partitions="dynamic"`: exactly the
-recomputed days are overwritten. The upstream tables are read with `partitions: "changed"` (`sources.load`):
-only the partitions the change windows touched, metadata only, so a late day of events reads that day, not the
-table. With `rebuild="full"` the same query runs with `days` = every day of its upstream, unpruned: the whole
-table rebuilt from the current snapshots, its positions recorded as any incremental run's.
+Each step's query computes the set `days` (`DAYS`) and recomputes those days from the whole upstream tables of
+those days (read at the snapshots the changes end at), written with `partitions="dynamic"`: exactly the
+recomputed days are overwritten. A changed day of a partitioned upstream is a partition its changes window
+touched, found in the log (`partitions: "changed"` or a list of views on a `tables` entry, `sources.load`): the
+upstream is read in those partitions only, so a late day of events reads that day, not the table, and no change
+rows need computing (a day rewritten with the same rows is rebuilt alike). A changed dimension key gives the
+days it occurs on, from the dimension's change rows. With `rebuild="full"` the same queries run with `days` =
+every day of the upstream, unpruned: the whole table rebuilt from the current snapshots, its positions recorded
+as any incremental run's.
 """
 
 from __future__ import annotations
@@ -93,26 +96,32 @@ def dm_sql(days: str) -> str:
     )
 
 
-# Which days each step rebuilds: from its views of changes (incremental), or every day of its upstream (full).
+# Which days each step rebuilds. Incremental: the partitions its partitioned upstreams' windows touched (the
+# `*_touched` views: read in those partitions only, so this costs a listing, not a diff of the rows; a partition
+# rewritten with the same rows is rebuilt alike), plus the days where a changed dimension key occurs (from the
+# dimension's change rows); the DM step: the days whose 7-day window holds a DWS day with changed rows. Full:
+# every day of its upstream.
 DAYS: dict[str, dict[str, str]] = {
     "dwd_plays": {
-        "incremental": "SELECT dt FROM events_changes UNION SELECT e.dt FROM events e "
+        "incremental": "SELECT dt FROM events_touched UNION SELECT e.dt FROM events e "
                        "LEFT SEMI JOIN users_changes c ON e.user_id = c.user_id",
         "full": "SELECT DISTINCT dt FROM events",
     },
-    "dwd_likes": {"incremental": "SELECT dt FROM events_changes", "full": "SELECT DISTINCT dt FROM events"},
+    # (its one upstream is partitioned: `events` is read in the touched partitions only)
+    "dwd_likes": {"incremental": "SELECT DISTINCT dt FROM events", "full": "SELECT DISTINCT dt FROM events"},
     "dws_work_daily": {
-        "incremental": "SELECT dt FROM plays_changes UNION SELECT dt FROM likes_changes UNION "
+        "incremental": "SELECT dt FROM plays_touched UNION SELECT dt FROM likes_touched UNION "
                        "SELECT p.dt FROM plays p LEFT SEMI JOIN dwd_works_changes c ON p.work_id = c.work_id",
         "full": "SELECT dt FROM plays UNION SELECT dt FROM likes",
     },
-    # the DM days whose 7-day window holds a changed DWS day (a DM day is a day with DWS rows)
     "dm_work_7d": {
         "incremental": "SELECT DISTINCT d.dt FROM dws d JOIN (SELECT DISTINCT dt FROM dws_changes) c"
                        " ON d.dt BETWEEN c.dt AND date_format(date_add(to_date(c.dt), 6), 'yyyy-MM-dd')",
         "full": "SELECT DISTINCT dt FROM dws",
     },
 }
+
+
 # A `tables` view of an upstream read in only the partitions its change windows touched, incrementally; whole
 # for a full rebuild (`PARTITIONS`: the `rebuild` Param picks it when the task runs).
 PARTITIONS = "{{ 'all' if params.rebuild == 'full' else 'changed' }}"
@@ -121,11 +130,12 @@ PARTITIONS = "{{ 'all' if params.rebuild == 'full' else 'changed' }}"
 @dataclass(frozen=True)
 class Step:
     """One downstream step: the table it writes, the views its query reads (view -> upstream table name, and
-    whether that view is read in the changed partitions only), its views of changes (view -> upstream table
-    name), and whether it overwrites the days it computes (`partitions="dynamic"`) or the whole table."""
+    which partitions: all (False), those its views of changes touched when incremental (True), or those the named
+    views of changes touched), its views of changes (view -> upstream table name), and whether it overwrites the
+    days it computes (`partitions="dynamic"`) or the whole table."""
 
     table: str
-    tables: Mapping[str, tuple[str, bool]]
+    tables: Mapping[str, tuple[str, bool | tuple[str, ...]]]
     incremental: Mapping[str, str]
     by_day: bool = True
     sql: Callable[[str], str] | None = None  # the query over the days `days` selects (None: `fixed_sql`)
@@ -150,8 +160,12 @@ class Step:
     def source(self, paths: Mapping[str, str], partitions: str) -> dict[str, Any]:
         """The `tables` and `incremental` of the step's query source, for the tables at `paths` (by name);
         `partitions`: "changed", "all" or a template choosing one."""
-        tables: dict[str, Any] = {view: {"path": paths[name], "partitions": partitions} if pruned else paths[name]
-                                  for view, (name, pruned) in self.tables.items()}
+        tables: dict[str, Any] = {}
+        for view, (name, pruned) in self.tables.items():
+            if isinstance(pruned, tuple):  # (the full rebuild's days do not read these views)
+                tables[view] = {"path": paths[name], "partitions": list(pruned)}
+            else:
+                tables[view] = {"path": paths[name], "partitions": partitions} if pruned else paths[name]
         incremental = [{"view": view, "table": paths[name]} for view, name in self.incremental.items()]
         return {"tables": tables, "incremental": incremental}
 
@@ -182,7 +196,8 @@ class Step:
 
 
 STEPS: dict[str, Step] = {
-    "dwd_plays": Step("dwd_plays", {"events": ("ods_events", True), "users": ("ods_users", False)},
+    "dwd_plays": Step("dwd_plays", {"events": ("ods_events", True), "users": ("ods_users", False),
+                                    "events_touched": ("ods_events", (EVENTS_CHANGES,))},
                       {EVENTS_CHANGES: "ods_events", USERS_CHANGES: "ods_users"}, sql=dwd_plays_sql),
     "dwd_likes": Step("dwd_likes", {"events": ("ods_events", True)}, {EVENTS_CHANGES: "ods_events"},
                       sql=dwd_likes_sql),
@@ -190,10 +205,29 @@ STEPS: dict[str, Step] = {
     "dwd_works": Step("dwd_works", {"works": ("ods_works", False)}, {WORKS_CHANGES: "ods_works"}, by_day=False,
                       fixed_sql=DWD_WORKS_SQL, max_exchanges=0),
     "dws_work_daily": Step("dws_work_daily", {"plays": ("dwd_plays", True), "likes": ("dwd_likes", True),
-                                              "works": ("dwd_works", False)},
+                                              "works": ("dwd_works", False),
+                                              "plays_touched": ("dwd_plays", (PLAYS_CHANGES, LIKES_CHANGES)),
+                                              "likes_touched": ("dwd_likes", (PLAYS_CHANGES, LIKES_CHANGES))},
                            {PLAYS_CHANGES: "dwd_plays", LIKES_CHANGES: "dwd_likes", DWD_WORKS_CHANGES: "dwd_works"},
                            sql=dws_sql, spark_conf=BUCKETED_JOIN_CONF),
     # the DWS table is small (a row per work and day): read whole, as the 7-day windows reach past the changes
     "dm_work_7d": Step("dm_work_7d", {"dws": ("dws_work_daily", False)}, {DWS_CHANGES: "dws_work_daily"},
                        sql=dm_sql),
 }
+
+
+def whole_table_specs(paths: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """`write` job specs of the DWD and DWS tables at `paths` (by name) built the plain way: `lake_ods_to_dm`'s
+    queries over every day, each table overwritten whole from its upstreams' latest snapshots — no views of
+    changes, no positions. What the incremental steps must equal, and the baseline of
+    `benchmarks/bench_incremental.py`. (The DWS step wants `BUCKETED_JOIN_CONF` in the session, as its task
+    sets.)"""
+    queries = {
+        "dwd_plays": (DWD_PLAYS_SQL, {"events": "ods_events", "users": "ods_users"}),
+        "dwd_likes": (DWD_LIKES_SQL, {"events": "ods_events"}),
+        "dwd_works": (DWD_WORKS_SQL, {"works": "ods_works"}),
+        "dws_work_daily": (DWS_SQL, {"plays": "dwd_plays", "likes": "dwd_likes", "works": "dwd_works"}),
+    }
+    return {name: {"table": paths[name], "mode": "overwrite",
+                   "source": {"query": query, "tables": {view: paths[up] for view, up in views.items()}}}
+            for name, (query, views) in queries.items()}

@@ -83,7 +83,7 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
     pin = Pin.of(table, base)
     upstreams = resolve_upstreams(spec.source.incremental, base, pin)  # the changes windows, metadata only
     query_tables = resolve_tables(spec.source, pin, pinned(upstreams),  # metadata only: snapshots, files read
-                                  windows=[u.window for u in upstreams])
+                                  windows={u.ref.view: u.window for u in upstreams})
     request = request_of(OPERATION, spec, ignore=(() if spec.schema_evolution == ADD_COLUMNS
                                                   else ("schema_evolution", "merge_operators"))
                          + (() if spec.delete_column else ("delete_column",)), reads=snapshots_read(query_tables))

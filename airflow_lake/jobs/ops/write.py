@@ -99,7 +99,7 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     pin = Pin.of(table, base)
     upstreams = resolve_upstreams(spec.source.incremental, base, pin)  # the changes windows, metadata only
     query_tables = resolve_tables(spec.source, pin, pinned(upstreams),  # metadata only: snapshots, files read
-                                  windows=[u.window for u in upstreams])
+                                  windows={u.ref.view: u.window for u in upstreams})
     # (left out, schema_evolution is not part of the fingerprint: retries recorded before it existed still match)
     request = request_of("write", spec, ignore=("max_exchanges", *(("schema_evolution",)
                                                                    if spec.schema_evolution == "none" else ())),

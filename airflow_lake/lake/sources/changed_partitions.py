@@ -1,5 +1,6 @@
 """`partitions: "changed"` on a query's table: read only the partitions its incremental upstreams' change windows
-touched (metadata only: `ChangeWindow.partitions()`, the partitions of the files each window removed or added).
+touched (metadata only: `ChangeWindow.partitions()`, the partitions of the files each window removed or added);
+`partitions: ["<view>", ...]`: those the windows of the named incremental views touched.
 
 An incremental step recomputes the days its changes touch from the whole upstream of those days; without this,
 the read of the upstream lists every partition, whatever the query's own `WHERE dt IN (SELECT dt FROM changes)`
@@ -16,7 +17,7 @@ filter selects no file.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import LakeSpecError
@@ -29,15 +30,36 @@ CHANGED, ALL = "changed", "all"
 CHOICES = (ALL, CHANGED)
 
 
-def read_choice(value: Any, where: str) -> str:
-    """The `partitions` key of a `tables` entry: "all" (the default) or "changed"."""
+def read_choice(value: Any, where: str, views: Sequence[str]) -> str | tuple[str, ...]:
+    """The `partitions` key of a `tables` entry: "all" (the default), "changed" (in any of the source's
+    incremental views: `views`), or a list of incremental view names."""
     if value is None:
         return ALL
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        unknown = [v for v in value if v.lower() not in {w.lower() for w in views}]
+        if unknown:
+            raise LakeSpecError(where, f"{unknown[0]!r} is not an incremental view of this source "
+                                f"({', '.join(views) or 'it has none'}).",
+                                "Name views of the source's `incremental` list.")
+        return tuple(value)
     text = value.strip().lower() if isinstance(value, str) else value
     if text not in CHOICES:
         raise LakeSpecError(where, f"{value!r} is not a choice of partitions.",
-                            'Give "changed" (the partitions the query\'s incremental views changed) or "all".')
+                            'Give "changed" (the partitions the query\'s incremental views changed), a list of '
+                            'those views, or "all".')
+    if text == CHANGED and not views:
+        raise LakeSpecError(where, '"changed" partitions are those the query\'s incremental views changed, and '
+                            "this source has no `incremental`.",
+                            'Give the source an `incremental` list, or leave `partitions` out.')
     return str(text)
+
+
+def windows_of(choice: str | tuple[str, ...], windows: Mapping[str, ChangeWindow]) -> list[ChangeWindow]:
+    """The windows a choice of `read_choice` names ("changed": all of them), by view name."""
+    if choice == CHANGED:
+        return list(windows.values())
+    named = {view.lower(): window for view, window in windows.items()}
+    return [named[view.lower()] for view in choice]
 
 
 def changed_filters(spec: TableSpec, windows: Sequence[ChangeWindow], where: str

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.lake.commit.reads import Pin, TableRead
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.sources.changed_partitions import ALL as ALL_PARTITIONS
-from airflow_lake.lake.sources.changed_partitions import CHANGED, changed_filters, read_choice
+from airflow_lake.lake.sources.changed_partitions import changed_filters, read_choice, windows_of
 from airflow_lake.lake.sources.incremental import FIELD as INCREMENTAL
 from airflow_lake.lake.sources.incremental import IncrementalRef, Upstream, parse_incremental, register_changes
 from airflow_lake.lake.sources.incremental import pinned as pinned_seqs
@@ -45,8 +45,9 @@ class TableRef:
     # filters the scan applies (and prunes files and partitions with): choosing partitions here keeps a
     # read of a table bucketed from a partition on, or with per-partition counts, one bucketed scan
     filters: tuple[tuple[Any, ...], ...] = ()
-    # "changed": only the partitions the query's incremental windows touched (`changed_partitions`); or "all"
-    partitions: str = ALL_PARTITIONS
+    # "changed": only the partitions the query's incremental windows touched (`changed_partitions`), or those
+    # the named incremental views' windows touched; or "all"
+    partitions: str | tuple[str, ...] = ALL_PARTITIONS
 
 
 @dataclass(frozen=True)
@@ -108,11 +109,9 @@ class Source:
                 if not isinstance(filters, list) or not all(isinstance(f, list | tuple) for f in filters):
                     raise LakeSpecError(f"{where}.filters", f"{filters!r} is not a list of filters.",
                                         "Give [['dt', '>=', '2024-06-01'], ...].")
-                partitions = read_choice(ref.get("partitions"), f"{where}.partitions")
-                if partitions == CHANGED and incremental is None:
-                    raise LakeSpecError(f"{where}.partitions", '"changed" partitions are those the query\'s '
-                                        "incremental views changed, and this source has no `incremental`.",
-                                        'Give the source an `incremental` list, or leave `partitions` out.')
+                views = [str(i.get("view")) for i in incremental if isinstance(i, Mapping)] \
+                    if isinstance(incremental, list) else []
+                partitions = read_choice(ref.get("partitions"), f"{where}.partitions", views)
                 refs.append(TableRef(name, ref["path"], ref.get("as_of"), tuple(tuple(f) for f in filters),
                                      partitions))
             else:
@@ -137,7 +136,7 @@ class QueryTable:
 
 
 def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, int] | None = None, *,
-                   windows: Sequence[ChangeWindow] | None = None) -> tuple[QueryTable, ...]:
+                   windows: Mapping[str, ChangeWindow] | None = None) -> tuple[QueryTable, ...]:
     """The lake tables of a query source, each at the snapshot the query reads: its `as_of`, else the job's base
     when it is the job's own table (`pin`, matched by table identity, never by the URL's spelling), else the
     snapshot an incremental upstream of the same identity is pinned at (`pinned`: identity -> seq, the end of its
@@ -145,8 +144,9 @@ def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, 
     place (a copy made by copying its files, or the same table under another mount), which can be neither pinned
     safely nor told apart.
 
-    `windows`: the changes windows of the source's incremental upstreams; a table read with `partitions:
-    "changed"` is read in only the partitions they touched (`changed_partitions`)."""
+    `windows`: the changes windows of the source's incremental upstreams, by view; a table read with
+    `partitions: "changed"` (or a list of those views) is read in only the partitions they touched
+    (`changed_partitions`)."""
     from airflow_lake.lake.table import LakeTable
     from airflow_lake.lake.upsert.merge_read import raw_scan
 
@@ -172,7 +172,7 @@ def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, 
             as_of = pinned[ident]
         snapshot = table.snapshot(as_of)
         filters = ref.filters
-        if ref.partitions == CHANGED:
+        if ref.partitions != ALL_PARTITIONS:
             where = f"source.tables.{ref.name}.partitions"
             if snapshot.spec.primary_key:
                 raise LakeSpecError(where, f'"changed" partitions of the primary-key table {ref.path!r}: its rows '
@@ -181,7 +181,7 @@ def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, 
             if windows is None:
                 raise ValueError("resolve_tables: a table read in its changed partitions needs the windows of the "
                                  "source's incremental upstreams (`windows`)")
-            filters = (*filters, *(changed_filters(snapshot.spec, windows, where) or ()))
+            filters = (*filters, *(changed_filters(snapshot.spec, windows_of(ref.partitions, windows), where) or ()))
         if snapshot.spec.primary_key:  # merged per key, as any read of a primary-key table; only key filters
             # decide which files are read (a stale value must not hide a key's newer one)
             scan = raw_scan(table, snapshot, filters=filters or None)
@@ -233,7 +233,7 @@ def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, 
         return read_files(spark, source.path, source.format, source.options, spec=spec, optional=optional), {}
     reads: dict[str, list[TableRead]] = {}
     if tables is None:
-        tables = resolve_tables(source, pin, pinned_seqs(upstreams), windows=[u.window for u in upstreams])
+        tables = resolve_tables(source, pin, pinned_seqs(upstreams), windows={u.ref.view: u.window for u in upstreams})
     for query_table in tables:
         ref, table, snapshot, scan = query_table.ref, query_table.table, query_table.snapshot, query_table.scan
         if snapshot.spec.primary_key:

@@ -84,7 +84,8 @@ def test_a_changed_day_reads_that_day_only_and_equals_a_full_rebuild(spark: Any,
 
 def test_with_only_a_partitioned_upstream_changed_elsewhere_no_file_is_read(spark: Any, tables: dict[str, str],
                                                                             tmp_path: Path) -> None:
-    """Two partitioned upstreams: a change in the other one's d3 reads this one's d3; none, none."""
+    """Two partitioned upstreams: a change in the other one's d3 reads this one's d3; none, none. A list of views
+    prunes by their windows only."""
     up, down = tables["up"], tables["down"]
     other = str(tmp_path / "other")
     LakeTable.create(other, {"schema": EVENTS, "partition_by": ["dt"]})
@@ -99,7 +100,13 @@ def test_with_only_a_partitioned_upstream_changed_elsewhere_no_file_is_read(spar
     append(spark, other, [(2, 1, "d9")], EVENTS)  # a day `up` does not have: nothing of it to read
     none = run(spark, "write", spec)
     assert none["source_scans"]["ev"] == {"files_read": 0, "files_skipped": 3}, none
+    append(spark, other, [(3, 1, "d1")], EVENTS)
+    append(spark, up, [(4, 0, "d2")], EVENTS)
+    spec["source"]["tables"]["ev"]["partitions"] = ["o"]  # the windows of `o` only: d1, not d2
+    only_o = run(spark, "write", spec)
+    assert only_o["source_scans"]["ev"] == {"files_read": 1, "files_skipped": 3}, only_o
     assert sorted(r[:3] for r in rows(spark, down)) == [(d, k, 2) for d in ("d1", "d2", "d3") for k in (0, 1)]
+    # (d2's new event is not counted: the read left d2 out, as asked)
 
 
 def test_changed_partitions_are_refused_where_they_mean_nothing(spark: Any, tables: dict[str, str],
@@ -113,6 +120,10 @@ def test_changed_partitions_are_refused_where_they_mean_nothing(spark: Any, tabl
     bad = step(up, dim, down, partitions="some")
     with pytest.raises(LakeSpecError, match=r"source\.tables\.ev\.partitions.*'some' is not a choice"):
         run(spark, "write", bad)
+    unknown_view = step(up, dim, down)
+    unknown_view["source"]["tables"]["ev"]["partitions"] = ["ev_changes", "nope"]
+    with pytest.raises(LakeSpecError, match=r"source\.tables\.ev\.partitions.*'nope' is not an incremental view"):
+        run(spark, "write", unknown_view)
     unpartitioned = step(up, dim, down)
     unpartitioned["source"]["tables"]["dim"] = {"path": dim, "partitions": "changed"}
     with pytest.raises(LakeSpecError, match=r"source\.tables\.dim\.partitions.*without partition columns"):
