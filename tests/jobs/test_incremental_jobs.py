@@ -12,11 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_lake.jobs import run
 from airflow_lake.jobs.ops import write as write_op
-from airflow_lake.lake import LakeCommitConflict, LakeTable, faults
+from airflow_lake.lake import ColumnStats, DataFile, LakeCommitConflict, LakeTable, faults
+from airflow_lake.lake.format.instants import markers_dir
+from airflow_lake.lake.format.parquet_footers import file_facts
 from airflow_lake.lake.sources import load as load_module
 
 SCHEMA = "id BIGINT, v BIGINT, dt STRING"
@@ -33,11 +37,28 @@ class Lake:
         self.next_id = 0
 
     def add(self, n: int = 2, dt: str = "a") -> int:
-        """Append `n` new rows upstream; returns the upstream's new head."""
-        rows = [(self.next_id + i, self.next_id + i, dt) for i in range(n)]
+        """Append `n` new rows (id = v) upstream; returns the upstream's new head."""
+        ids = list(range(self.next_id, self.next_id + n))
         self.next_id += n
-        self.up.write(self.spark.createDataFrame(rows, SCHEMA))
-        return self.head()
+        return self.commit([(i, i) for i in ids], dt)
+
+    def commit(self, rows: list[tuple[int, int]], dt: str, removed: tuple[str, ...] = ()) -> int:
+        """One upstream commit of a file of (id, v) `rows` in partition `dt` (removing `removed`: a rewrite),
+        written without Spark (a real Parquet file where our writer puts its files); returns its seq."""
+        txn = self.up.begin("replace" if removed else "commit", "delete" if removed else "write")
+        rel = f"data/{txn.instant}-t/dt={dt}/part-{txn.instant}-00000.c000.parquet"
+        self.up.storage.touch(f"{markers_dir(txn.instant)}/{rel}")
+        self.up.storage.makedirs(rel.rsplit("/", 1)[0])
+        pq.write_table(pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
+                                 "v": pa.array([r[1] for r in rows], pa.int64())}), self.up.storage.path(rel))
+        count, size, stats = file_facts(self.up.storage.path(rel), {"id": "bigint", "v": "bigint"})
+        added = DataFile(path=rel, partition={"dt": dt}, rows=count, bytes=size, instant=txn.instant,
+                         stats={k: ColumnStats.from_list(v) for k, v in stats.items()})
+        return txn.commit(added=[added], removed=removed).seq
+
+    def files(self, dt: str) -> tuple[str, ...]:
+        """The upstream's live files in partition `dt`."""
+        return tuple(f.path for f in LakeTable.open(self.up.url).snapshot().files if f.partition == {"dt": dt})
 
     def head(self) -> int:
         return LakeTable.open(self.up.url).commit_log.head()
@@ -235,11 +256,56 @@ def test_an_upsert_consumer_applies_inserts_updates_and_deletes(lake: Lake) -> N
     lake.add(2, "b")
     assert run(lake.spark, "versioned_upsert", {**spec, "request_id": "u1"})["rows"] == 5
     assert merged() == upstream()
-    spark = lake.spark
-    # an update of partition a (one row changed, one dropped, two kept) and a delete in b
-    lake.up.write(spark.createDataFrame([(0, 100, "a"), (2, 2, "a")], SCHEMA), mode="overwrite",
-                  partitions=[{"dt": "a"}])
-    lake.up.delete(spark, filters=[["id", "=", 3]])
+    # rewrites, as an overwrite or a copy-on-write delete makes them: partition a with row 0 changed, row 1
+    # dropped and row 2 carried over; partition b without row 3
+    lake.commit([(0, 100), (2, 2)], "a", removed=lake.files("a"))
+    lake.commit([(4, 4)], "b", removed=lake.files("b"))
     second = run(lake.spark, "versioned_upsert", {**spec, "request_id": "u2"})
     assert second["incremental"]["ch"]["commits"] == 2 and merged() == upstream()
     assert LakeTable.open(down).consumed() == {lake.up.identity(): lake.head()}
+
+
+def test_an_upsert_that_repeats_an_earlier_one_still_records_its_positions(lake: Lake) -> None:
+    down = LakeTable.create(str(lake.root / "keyed"), {"schema": "id BIGINT NOT NULL, v BIGINT, dt STRING",
+                                                       "primary_key": ["id"],
+                                                       "bucket": {"columns": ["id"], "count": 2}}).url
+    # the changes only trigger the query, which upserts the same rows at the same version every time
+    spec = {"table": down, "version": 5,
+            "source": {"query": "SELECT id, v, dt FROM everything WHERE id < 2 AND EXISTS (SELECT 1 FROM ch)",
+                       "tables": {"everything": lake.up.url},
+                       "incremental": [{"view": "ch", "table": lake.up.url}]}}
+    lake.add(2)
+    assert run(lake.spark, "versioned_upsert", {**spec, "request_id": "u1"})["rows"] == 2
+    head = lake.add(2)
+    repeated = run(lake.spark, "versioned_upsert", {**spec, "request_id": "u2"})
+    assert repeated["files_added"] == 0 and repeated["duplicate_of"] == 1
+    assert LakeTable.open(down).consumed() == {lake.up.identity(): head}  # not read again by the next run
+    assert rows(down) == Counter({(0, 0, "a"): 1, (1, 1, "a"): 1})
+
+
+def test_a_primary_key_upstream_consumed_by_key(spark: Any, tmp_path: Path) -> None:
+    keyed = {"schema": "k BIGINT NOT NULL, v BIGINT", "primary_key": ["k"], "bucket": {"columns": ["k"], "count": 2}}
+    up = LakeTable.create(str(tmp_path / "up"), keyed).url
+    down = LakeTable.create(str(tmp_path / "down"), keyed).url
+
+    def upsert(values: str) -> None:  # rows (k, v, version, delete)
+        query = f"SELECT k, v, ver, del AS _delete FROM VALUES {values} AS t(k, v, ver, del)"
+        run(spark, "versioned_upsert", {"table": up, "version_column": "ver", "source": {"query": query}})
+
+    # net changes per key: an update is a pre- and a post-image (the post-image wins), a delete deletes
+    query = ("SELECT k, v, _commit_seq * 2 + IF(_change_type = 'delete', 0, 1) AS ver, "
+             "_change_type = 'delete' AS _delete FROM ch WHERE _change_type <> 'update_preimage'")
+    spec = {"table": down, "version_column": "ver",
+            "source": {"query": query, "incremental": [{"view": "ch", "table": up}]}}
+
+    def merged(path: str) -> list[tuple[Any, ...]]:
+        return sorted((r["k"], r["v"]) for r in LakeTable.open(path).to_arrow().to_pylist())
+    upsert("(1, 10, 10, false), (2, 20, 10, false), (3, 30, 10, false)")
+    run(spark, "versioned_upsert", {**spec, "request_id": "c1"})
+    assert merged(down) == merged(up) == [(1, 10), (2, 20), (3, 30)]
+    upsert("(1, 11, 12, false), (2, 21, 11, false), (3, CAST(NULL AS BIGINT), 13, true)")
+    upsert("(1, 99, 9, false), (4, 40, 9, false)")  # late: key 1 keeps version 12's value, key 4 is new
+    second = run(spark, "versioned_upsert", {**spec, "request_id": "c2"})
+    assert second["incremental"]["ch"]["commits"] == 2
+    assert merged(down) == merged(up) == [(1, 11), (2, 21), (4, 40)]
+    assert LakeTable.open(down).consumed() == {LakeTable.open(up).identity(): 3}

@@ -16,9 +16,10 @@ from airflow_lake.lake.sources.incremental import (
     consumed_metrics,
     nothing_changed,
     pinned,
-    resolve_upstreams,
+    resolve_positions,
+    windows,
 )
-from airflow_lake.lake.sources.load import Source, load, resolve_tables, snapshots_read
+from airflow_lake.lake.sources.load import Source, load, prune_to_changes, resolve_tables, snapshots_read
 from airflow_lake.lake.sources.strict_files import source_error
 from airflow_lake.lake.spec.evolution import ADD_COLUMNS, check_schema_evolution
 from airflow_lake.lake.spec.strict import SpecReader
@@ -81,14 +82,15 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
     table_spec = stored_spec(base.spec)
     # (left out, the evolution fields are not part of the fingerprint: retries recorded before them still match)
     pin = Pin.of(table, base)
-    upstreams = resolve_upstreams(spec.source.incremental, base, pin)  # the changes windows, metadata only
-    query_tables = resolve_tables(spec.source, pin, pinned(upstreams),  # metadata only: snapshots, files read
-                                  windows={u.ref.view: u.window for u in upstreams})
+    positions = resolve_positions(spec.source.incremental, base, pin)  # where each upstream's window starts, ends
+    query_tables = resolve_tables(spec.source, pin, pinned(positions))  # metadata only: snapshots and files read
     request = request_of(OPERATION, spec, ignore=(() if spec.schema_evolution == ADD_COLUMNS
                                                   else ("schema_evolution", "merge_operators"))
                          + (() if spec.delete_column else ("delete_column",)), reads=snapshots_read(query_tables))
     if (prior := requests.committed(table, request)) is not None:  # before the source is read: it may be gone
         return {"table": table.url, "operation": OPERATION, **result_metrics(Upserted(prior, True))}
+    upstreams = windows(positions)  # after the retry check: a retry reads no window (it may be cleaned by now)
+    query_tables = prune_to_changes(query_tables, upstreams)  # tables read in their changed partitions only
     if nothing_changed(upstreams):
         return without_query(table, OPERATION, base, upstreams, request=request, source=spec.source.describe())
     column = spec.version_column or (None if spec.version is not None else table_spec.version_column)

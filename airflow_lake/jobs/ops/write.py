@@ -23,9 +23,10 @@ from airflow_lake.lake.sources.incremental import (
     consumed_metrics,
     nothing_changed,
     pinned,
-    resolve_upstreams,
+    resolve_positions,
+    windows,
 )
-from airflow_lake.lake.sources.load import Source, load, resolve_tables, snapshots_read
+from airflow_lake.lake.sources.load import Source, load, prune_to_changes, resolve_tables, snapshots_read
 from airflow_lake.lake.sources.strict_files import source_error
 from airflow_lake.lake.spark.schema import nullable_columns
 from airflow_lake.lake.spec.evolution import check_schema_evolution
@@ -97,15 +98,16 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     base_spec = stored_spec(base.spec)
     normalize_partitions(base_spec, spec.partitions)  # fail before reading the source
     pin = Pin.of(table, base)
-    upstreams = resolve_upstreams(spec.source.incremental, base, pin)  # the changes windows, metadata only
-    query_tables = resolve_tables(spec.source, pin, pinned(upstreams),  # metadata only: snapshots, files read
-                                  windows={u.ref.view: u.window for u in upstreams})
+    positions = resolve_positions(spec.source.incremental, base, pin)  # where each upstream's window starts, ends
+    query_tables = resolve_tables(spec.source, pin, pinned(positions))  # metadata only: snapshots and files read
     # (left out, schema_evolution is not part of the fingerprint: retries recorded before it existed still match)
     request = request_of("write", spec, ignore=("max_exchanges", *(("schema_evolution",)
                                                                    if spec.schema_evolution == "none" else ())),
                          reads=snapshots_read(query_tables), rebuild=spec.mode == "overwrite")
     if (first := requests.retry_result(table, request)) is not None:  # before the source is read: it may be gone
         return first
+    upstreams = windows(positions)  # after the retry check: a retry reads no window (it may be cleaned by now)
+    query_tables = prune_to_changes(query_tables, upstreams)  # tables read in their changed partitions only
     if nothing_changed(upstreams):
         return without_query(table, "write", base, upstreams, request=request, source=spec.source.describe())
     scans: dict[str, dict[str, int]] = {}

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.changes.window import ChangeWindow, change_window
 from airflow_lake.lake.commit.transaction import begin
-from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.errors import LakeChangesUnavailable, LakeSpecError
 from airflow_lake.lake.format.consumed import CONSUMED
 from airflow_lake.lake.spec.strict import MAX_EXACT_INT, SpecReader
 from airflow_lake.lake.spec.table_spec import IDENTIFIER
@@ -94,29 +94,64 @@ def _start(value: Any, name: str) -> int | None:
 
 
 @dataclass(frozen=True)
-class Upstream:
-    """An upstream resolved at the job's start: its changes window (`start`, `end`] for this downstream."""
+class Position:
+    """An upstream at the job's start: where this downstream's window starts and ends (no window read yet)."""
 
     ref: IncrementalRef
     table: LakeTable
     identity: str  # `TableMetadata.identity`: what the downstream's positions are keyed by
     url: str  # canonical URL, recorded for people
-    start: int
-    window: ChangeWindow
-
-    @property
-    def end(self) -> int:
-        """The upstream snapshot the job reads up to (its head at the job's start)."""
-        return self.window.end
+    start: int  # exclusive: this table's consumed position, else `from`, else -1
+    end: int  # the upstream's head at the job's start
+    consumed: bool  # `start` is this table's consumed position (not `from` or -1)
+    index: int  # in the source's `incremental` list, for messages
 
     @property
     def moved(self) -> bool:
         """True when the upstream has commits this downstream has not consumed (data-changing or not)."""
-        return self.window.end != self.start
+        return self.end != self.start
 
-    def position(self) -> dict[str, Any]:
+
+@dataclass(frozen=True)
+class Upstream:
+    """An upstream with its changes window (`start`, `end`] for this downstream."""
+
+    position: Position
+    window: ChangeWindow
+
+    @property
+    def ref(self) -> IncrementalRef:
+        """The source's reference."""
+        return self.position.ref
+
+    @property
+    def table(self) -> LakeTable:
+        """The upstream table."""
+        return self.position.table
+
+    @property
+    def identity(self) -> str:
+        """The upstream's identity."""
+        return self.position.identity
+
+    @property
+    def start(self) -> int:
+        """The window's start (exclusive)."""
+        return self.position.start
+
+    @property
+    def end(self) -> int:
+        """The upstream snapshot the job reads up to (its head at the job's start)."""
+        return self.position.end
+
+    @property
+    def moved(self) -> bool:
+        """True when the upstream has commits this downstream has not consumed (data-changing or not)."""
+        return self.position.moved
+
+    def recorded(self) -> dict[str, Any]:
         """This upstream's entry in the commit's `consumed` metadata."""
-        return {"seq": self.end, "table": self.url, "view": self.ref.view}
+        return {"seq": self.end, "table": self.position.url, "view": self.ref.view}
 
     def metrics(self, query_ran: bool) -> dict[str, Any]:
         """What the job reports of this view: the window, the data-changing commits read and (when the files
@@ -125,19 +160,19 @@ class Upstream:
         rows: int | None = None
         if not window.spec.primary_key and not any(c.removed for c in window.commits):
             rows = sum(f.rows for f in window.initial) + sum(f.rows for c in window.commits for f in c.added)
-        return {"table": self.url, "from": self.start, "to": self.end, "commits": len(window.commits),
+        return {"table": self.position.url, "from": self.start, "to": self.end, "commits": len(window.commits),
                 "initial_files": len(window.initial), "rows": rows, "query_ran": query_ran}
 
 
-def resolve_upstreams(refs: Sequence[IncrementalRef], base: TableState, pin: Pin | None,
-                      field_name: str = "source") -> tuple[Upstream, ...]:
-    """Open every upstream and fix its window: from this table's consumed position (at `base`, the job's base),
-    else `from`, else -1, to the upstream's head now. Metadata only, no Spark. Refused: the job's own table, two
-    views of one upstream, a `from` past the upstream's head; a window past the upstream's log retention raises
-    `LakeChangesUnavailable`."""
+def resolve_positions(refs: Sequence[IncrementalRef], base: TableState, pin: Pin | None,
+                      field_name: str = "source") -> tuple[Position, ...]:
+    """Open every upstream and fix where its window starts and ends: from this table's consumed position (at
+    `base`, the job's base), else `from`, else -1, to the upstream's head now. Metadata only, no Spark, no log
+    entries read (a retry of a committed request is answered before any window is: `windows`). Refused: the job's
+    own table, two views of one upstream, a `from` (or position) past the upstream's head."""
     from airflow_lake.lake.table import LakeTable
 
-    out: list[Upstream] = []
+    out: list[Position] = []
     seen: dict[str, str] = {}
     for index, ref in enumerate(refs):
         where = f"{field_name}.{FIELD}[{index}]"
@@ -160,16 +195,35 @@ def resolve_upstreams(refs: Sequence[IncrementalRef], base: TableState, pin: Pin
                 else f"`from` is {start}"
             raise LakeSpecError(f"{where}.from", f"{what}, but its log ends at seq {head.seq}.",
                                 "Give a `from` at or before the upstream's head (`airflow-lake timeline PATH`).")
-        window = change_window(table, start, head.seq)
-        out.append(Upstream(ref, table, ident, table.canonical_url, start, window))
-        log.info("incremental view %s: changes of %s in (%d, %d], %d data-changing commit(s)", ref.view, table.url,
-                 start, head.seq, len(window.commits))
+        out.append(Position(ref, table, ident, table.canonical_url, start, head.seq, consumed is not None, index))
     return tuple(out)
 
 
-def pinned(upstreams: Sequence[Upstream]) -> dict[str, int]:
+def windows(positions: Sequence[Position], field_name: str = "source") -> tuple[Upstream, ...]:
+    """Each upstream's changes window (metadata: its log entries in the window). A window past what the
+    upstream's `clean` kept raises `LakeChangesUnavailable`, saying how to start over."""
+    out: list[Upstream] = []
+    for position in positions:
+        ref = position.ref
+        try:
+            window = change_window(position.table, position.start, position.end)
+        except LakeChangesUnavailable as err:
+            if not position.consumed:
+                raise
+            raise LakeChangesUnavailable(
+                f"{field_name}.{FIELD}[{position.index}]: this table consumed {ref.table!r} up to seq "
+                f"{position.start}, and {err} To consume it again from scratch, restore this table to a snapshot "
+                "from before it first consumed it (e.g. to_seq 0: empty, nothing consumed) and run the job again: "
+                "it then reads the whole upstream as inserts.", err.start, err.oldest) from err
+        out.append(Upstream(position, window))
+        log.info("incremental view %s: changes of %s in (%d, %d], %d data-changing commit(s)", ref.view,
+                 position.table.url, position.start, position.end, len(window.commits))
+    return tuple(out)
+
+
+def pinned(positions: Sequence[Position]) -> dict[str, int]:
     """Upstream identity -> the snapshot its `tables` views (without `as_of`) are read at."""
-    return {u.identity: u.end for u in upstreams}
+    return {p.identity: p.end for p in positions}
 
 
 def nothing_changed(upstreams: Sequence[Upstream]) -> bool:
@@ -178,17 +232,19 @@ def nothing_changed(upstreams: Sequence[Upstream]) -> bool:
 
 
 def register_changes(spark: SparkSession, upstreams: Sequence[Upstream]) -> None:
-    """Register each upstream's changes in its window as its view."""
+    """Register each upstream's changes in its window as its view (`LakeTable.changes` of the window resolved at
+    the job's start)."""
+    from airflow_lake.lake.changes.spark_read import read_changes
+
     for upstream in upstreams:
-        df = upstream.table.changes(spark, upstream.start, upstream.end)
-        df.createOrReplaceTempView(upstream.ref.view)
+        read_changes(upstream.table, spark, upstream.window).createOrReplaceTempView(upstream.ref.view)
 
 
 def consumed_metadata(upstreams: Sequence[Upstream]) -> dict[str, Any]:
     """The commit metadata that records the positions (empty without upstreams)."""
     if not upstreams:
         return {}
-    return {CONSUMED: {u.identity: u.position() for u in upstreams}}
+    return {CONSUMED: {u.identity: u.recorded() for u in upstreams}}
 
 
 def consumed_metrics(upstreams: Sequence[Upstream], query_ran: bool) -> dict[str, Any]:
@@ -218,5 +274,6 @@ def commit_positions(table: LakeTable, operation: str, base: TableState, upstrea
     return entry
 
 
-__all__ = ["FIELD", "IncrementalRef", "Upstream", "commit_positions", "consumed_metadata", "consumed_metrics",
-           "nothing_changed", "parse_incremental", "pinned", "register_changes", "resolve_upstreams"]
+__all__ = ["FIELD", "IncrementalRef", "Position", "Upstream", "commit_positions", "consumed_metadata",
+           "consumed_metrics", "nothing_changed", "parse_incremental", "pinned", "register_changes",
+           "resolve_positions", "windows"]

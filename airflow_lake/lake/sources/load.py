@@ -3,6 +3,7 @@ changes of upstream tables since this table consumed them: `incremental.py`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -16,7 +17,6 @@ from airflow_lake.lake.sources.changed_partitions import ALL as ALL_PARTITIONS
 from airflow_lake.lake.sources.changed_partitions import changed_filters, read_choice, windows_of
 from airflow_lake.lake.sources.incremental import FIELD as INCREMENTAL
 from airflow_lake.lake.sources.incremental import IncrementalRef, Upstream, parse_incremental, register_changes
-from airflow_lake.lake.sources.incremental import pinned as pinned_seqs
 from airflow_lake.lake.sources.query_guard import read_only_query
 from airflow_lake.lake.sources.strict_files import read_files, read_mode, refuse_lake_table_path
 from airflow_lake.lake.spec.strict import SpecReader
@@ -25,7 +25,6 @@ from airflow_lake.lake.spec.table_spec import IDENTIFIER, TableSpec
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from airflow_lake.lake.changes.window import ChangeWindow
     from airflow_lake.lake.format.snapshots import Snapshot
     from airflow_lake.lake.spark.scan import Scan
     from airflow_lake.lake.table import LakeTable
@@ -135,8 +134,8 @@ class QueryTable:
     upstream: bool = False  # an incremental upstream, read at the end of its changes window (`pinned`)
 
 
-def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, int] | None = None, *,
-                   windows: Mapping[str, ChangeWindow] | None = None) -> tuple[QueryTable, ...]:
+def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, int] | None = None
+                   ) -> tuple[QueryTable, ...]:
     """The lake tables of a query source, each at the snapshot the query reads: its `as_of`, else the job's base
     when it is the job's own table (`pin`, matched by table identity, never by the URL's spelling), else the
     snapshot an incremental upstream of the same identity is pinned at (`pinned`: identity -> seq, the end of its
@@ -144,9 +143,8 @@ def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, 
     place (a copy made by copying its files, or the same table under another mount), which can be neither pinned
     safely nor told apart.
 
-    `windows`: the changes windows of the source's incremental upstreams, by view; a table read with
-    `partitions: "changed"` (or a list of those views) is read in only the partitions they touched
-    (`changed_partitions`)."""
+    A table read with `partitions: "changed"` (or a list of incremental views) is checked here (a partitioned
+    plain table) and scanned whole; `prune_to_changes` narrows it once the changes windows are known."""
     from airflow_lake.lake.table import LakeTable
     from airflow_lake.lake.upsert.merge_read import raw_scan
 
@@ -173,21 +171,45 @@ def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, 
         snapshot = table.snapshot(as_of)
         filters = ref.filters
         if ref.partitions != ALL_PARTITIONS:
-            where = f"source.tables.{ref.name}.partitions"
-            if snapshot.spec.primary_key:
-                raise LakeSpecError(where, f'"changed" partitions of the primary-key table {ref.path!r}: its rows '
-                                    "are merged per key across files, not read by partition.",
-                                    "Read a primary-key table whole (leave `partitions` out).")
-            if windows is None:
-                raise ValueError("resolve_tables: a table read in its changed partitions needs the windows of the "
-                                 "source's incremental upstreams (`windows`)")
-            filters = (*filters, *(changed_filters(snapshot.spec, windows_of(ref.partitions, windows), where) or ()))
+            check_changed_partitions(snapshot.spec, ref)
         if snapshot.spec.primary_key:  # merged per key, as any read of a primary-key table; only key filters
             # decide which files are read (a stale value must not hide a key's newer one)
             scan = raw_scan(table, snapshot, filters=filters or None)
         else:
             scan = table.scan(filters=filters or None, as_of=snapshot.seq)
         out.append(QueryTable(ref, table, ident, snapshot, scan, own, upstream))
+    return tuple(out)
+
+
+def check_changed_partitions(spec: TableSpec, ref: TableRef) -> None:
+    """Refuse `partitions: "changed"` (or a list of views) where it means nothing, before anything is read: a
+    primary-key table (merged per key across files), a table without partition columns."""
+    where = f"source.tables.{ref.name}.partitions"
+    if spec.primary_key:
+        raise LakeSpecError(where, f'"changed" partitions of the primary-key table {ref.path!r}: its rows are '
+                            "merged per key across files, not read by partition.",
+                            "Read a primary-key table whole (leave `partitions` out).")
+    if not spec.partition_columns:
+        raise LakeSpecError(where, f'"changed" partitions of {ref.path!r}, a table without partition columns.',
+                            'Leave `partitions` out (or "all") for an unpartitioned table.')
+
+
+def prune_to_changes(tables: Sequence[QueryTable], upstreams: Sequence[Upstream]) -> tuple[QueryTable, ...]:
+    """The query tables, those read with `partitions: "changed"` (or a list of incremental views) scanned again in
+    only the partitions the upstreams' changes windows touched (`changed_partitions`; metadata only). Called once
+    the windows are known (after a job's retry check)."""
+    windows = {u.ref.view: u.window for u in upstreams}
+    out = []
+    for query_table in tables:
+        ref = query_table.ref
+        if ref.partitions == ALL_PARTITIONS:
+            out.append(query_table)
+            continue
+        where = f"source.tables.{ref.name}.partitions"
+        spec = query_table.snapshot.spec
+        filters = (*ref.filters, *(changed_filters(spec, windows_of(ref.partitions, windows), where) or ()))
+        scan = query_table.table.scan(filters=filters or None, as_of=query_table.snapshot.seq)
+        out.append(dataclasses.replace(query_table, scan=scan))
     return tuple(out)
 
 
@@ -221,8 +243,8 @@ def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, 
     `pin`: the table a job commits to and its base (`LakeTable.begin(base=...)`): a query reading that table
     without an `as_of` reads it at the base, never at a newer state, whatever spelling of its URL it names.
     `tables`: the query's tables as `resolve_tables` resolved them already (else they are resolved here);
-    `upstreams`: the source's incremental upstreams as `incremental.resolve_upstreams` resolved them (their
-    changes windows: registered as their views; required when the source has `incremental`).
+    `upstreams`: the source's incremental upstreams with their changes windows (`incremental.windows`),
+    registered as their views; required when the source has `incremental`.
     `scans` (if given) gets, per query table name, the files read and the files skipped by their stats;
     `optional` columns may be missing from CSV and JSON files (a partial upsert).
     """
@@ -233,7 +255,7 @@ def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, 
         return read_files(spark, source.path, source.format, source.options, spec=spec, optional=optional), {}
     reads: dict[str, list[TableRead]] = {}
     if tables is None:
-        tables = resolve_tables(source, pin, pinned_seqs(upstreams), windows={u.ref.view: u.window for u in upstreams})
+        tables = prune_to_changes(resolve_tables(source, pin, {u.identity: u.end for u in upstreams}), upstreams)
     for query_table in tables:
         ref, table, snapshot, scan = query_table.ref, query_table.table, query_table.snapshot, query_table.scan
         if snapshot.spec.primary_key:
@@ -248,7 +270,7 @@ def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, 
         if scans is not None:
             scans[ref.name] = {"files_read": len(scan.files), "files_skipped": scan.files_skipped}
     if len(upstreams) != len(source.incremental):
-        raise ValueError("the source's incremental upstreams must be resolved first (`resolve_upstreams`)")
+        raise ValueError("the source's incremental upstreams must be resolved first (`incremental.windows`)")
     register_changes(spark, upstreams)
     assert source.query is not None
     views = [t.name for t in source.tables] + [u.ref.view for u in upstreams]

@@ -114,7 +114,7 @@ def random_plain_commits(spark: Any, table: LakeTable, rnd: random.Random, steps
             table.delete(spark, filters=[("id", "in", rnd.sample(range(7), 2))])
         elif kind == "cluster":
             plan = run(None, "schedule_clustering", {"table": table.url, "small_file_limit_bytes": BIG,
-                                                     "max_bytes_per_group": BIG, "layout": "LINEAR",
+                                                     "max_bytes_per_group": BIG, "min_commits": 0, "layout": "LINEAR",
                                                      "sort_columns": ["v"]})
             if plan.get("plan_id"):
                 run(spark, "execute_clustering", {"table": table.url, "plan_id": plan["plan_id"]})
@@ -153,14 +153,94 @@ def test_plain_table_snapshot_plus_changes_is_the_later_snapshot(spark: Any, tmp
     rnd = random.Random(seed)
     table = LakeTable.create(str(tmp_path / "t"), {"schema": "id BIGINT, v STRING, dt STRING",
                                                    "partition_by": ["dt"]})
-    random_plain_commits(spark, table, rnd, steps=11 if seed == 0 else 9)
+    random_plain_commits(spark, table, rnd, steps=9 if seed == 0 else 8)
     head = table.commit_log.head()
     operations = {e.operation for e in table.entries_since(0)}
-    assert {"write", "delete", "bucket_rewrite", "restore", "alter_table"} <= operations
-    windows = pairs(rnd, head, 12 if seed == 0 else 5)
+    assert {"write", "delete", "execute_clustering", "bucket_rewrite", "restore", "alter_table"} <= operations
+    windows = pairs(rnd, head, 6 if seed == 0 else 2)
     for (a, b), (columns, changes) in changes_of(spark, table, windows).items():
         start = [] if a == -1 else rows_of(table, a, columns)
         expected = Counter(rows_of(table, b, columns))
         assert apply_plain(start, changes, columns) == expected, (a, b, operations)
         assert all(max(a, 0) < r["_commit_seq"] <= b for r in changes) or a == -1
+    assert data_free_windows_give_nothing(spark, table) >= 1
+
+
+# -- primary-key tables ----------------------------------------------------------------------------------------------
+PK_COLUMNS = ["k", "a", "n", "dt"]
+
+
+def random_keyed_commits(spark: Any, table: LakeTable, rnd: random.Random, steps: int) -> None:
+    """Upserts with versions out of order (partial ones too: only some columns), versioned deletes, compactions
+    and restores, in a random order."""
+    from airflow_lake.lake.upsert.compact import compact
+    from airflow_lake.lake.upsert.upsert import versioned_upsert
+
+    versions = rnd.sample(range(1, 100), steps)  # each upsert and delete its own version, in a random order
+    kinds = ["delete", "compact", "restore", "partial"]
+    kinds += rnd.choices(["upsert", "upsert", "delete", "compact"], k=steps - len(kinds) - 2)
+    rnd.shuffle(kinds)
+    for kind, version in zip(["upsert", "upsert", *kinds], versions, strict=True):
+        keys = rnd.sample(range(12), rnd.randint(2, 6))
+        day = rnd.choice(DAYS[:2])
+        if kind == "upsert":
+            rows = [(k, f"a{version}_{k}", version * 10 + k, day) for k in keys]
+            versioned_upsert(table, spark.createDataFrame(rows, "k bigint, a string, n bigint, dt string"),
+                             version=version)
+        elif kind == "partial":  # only `a`: `n` keeps what it had
+            versioned_upsert(table, spark.createDataFrame([(k, f"p{version}", day) for k in keys],
+                                                          "k bigint, a string, dt string"), version=version)
+        elif kind == "delete":
+            table.delete_keys(spark, spark.createDataFrame([(k, day) for k in keys], "k bigint, dt string"),
+                              version=version)
+        elif kind == "compact":
+            compact(table, spark)
+        elif kind == "restore":
+            table.restore(to_seq=rnd.randint(1, table.commit_log.head() - 1))
+
+
+def by_key(rows: Iterable[tuple[Any, ...]]) -> dict[tuple[Any, Any], tuple[Any, ...]]:
+    return {(r[3], r[0]): r for r in rows}
+
+
+def apply_keyed(start: dict[tuple[Any, Any], tuple[Any, ...]], changes: list[dict[str, Any]]
+                ) -> dict[tuple[Any, Any], tuple[Any, ...]]:
+    table = dict(start)
+    kinds: dict[tuple[Any, Any], list[str]] = {}
+    for row in changes:
+        values = tuple(row[c] for c in PK_COLUMNS)
+        key = (values[3], values[0])
+        kinds.setdefault(key, []).append(row["_change_type"])
+        if row["_change_type"] in ("delete", "update_preimage"):
+            assert table.get(key) == values, (row, table.get(key))  # the row the start held
+        if row["_change_type"] == "insert":
+            assert key not in start, row
+    for key, found in kinds.items():  # one net change per key
+        assert sorted(found) in (["insert"], ["delete"], ["update_postimage", "update_preimage"]), (key, found)
+    for row in changes:
+        values = tuple(row[c] for c in PK_COLUMNS)
+        key = (values[3], values[0])
+        if row["_change_type"] in ("insert", "update_postimage"):
+            table[key] = values
+        elif row["_change_type"] == "delete":
+            del table[key]
+    return table
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_primary_key_table_snapshot_plus_changes_is_the_later_snapshot(spark: Any, tmp_path: Path,
+                                                                        seed: int) -> None:
+    rnd = random.Random(100 + seed)
+    table = LakeTable.create(str(tmp_path / "t"), {
+        "schema": "k BIGINT NOT NULL, a STRING, n BIGINT, dt STRING", "primary_key": ["k"], "partition_by": ["dt"],
+        "bucket": {"columns": ["k"], "count": 2}})
+    random_keyed_commits(spark, table, rnd, steps=8 if seed == 0 else 6)
+    head = table.commit_log.head()
+    operations = {e.operation for e in table.entries_since(0)}
+    assert {"versioned_upsert", "delete", "restore"} <= operations
+    windows = pairs(rnd, head, 6 if seed == 0 else 2)
+    for (a, b), (columns, changes) in changes_of(spark, table, windows).items():
+        assert columns == PK_COLUMNS
+        start = {} if a == -1 else by_key(rows_of(table, a, columns))
+        assert apply_keyed(start, changes) == by_key(rows_of(table, b, columns)), (a, b, operations)
     assert data_free_windows_give_nothing(spark, table) >= 1

@@ -65,3 +65,24 @@ def test_upstreams_refused_when_the_job_starts_nothing_committed(spark: Any, tmp
     ahead = refused({"view": "ch", "table": up, "from": 5})
     assert ahead.field == "source.incremental[0].from" and "its log ends at seq 0" in str(ahead)
     assert LakeTable.open(down).commit_log.head() == 0
+
+
+def test_a_position_older_than_the_upstream_keeps_says_how_to_start_over_and_a_retry_still_answers(
+        spark: Any, tmp_path: Path) -> None:
+    from airflow_lake.lake import LakeChangesUnavailable
+    from airflow_lake.lake.format.consumed import CONSUMED
+    from tests.lake.publish.arrow_commits import commit, make_table
+
+    up = make_table(str(tmp_path / "up"))
+    first = commit(up, [1, 2])
+    commit(up, [3], removed=[f.path for f in first.added])  # replaces the file seq 1 added
+    up.clean(retain_hours=0, force=True)  # and deletes it: the changes after seq 1 cannot be read any more
+    down = LakeTable.create(str(tmp_path / "down"), {"schema": "id BIGINT, v STRING, dt STRING"})
+    txn = down.begin("commit", "write", {CONSUMED: {up.identity(): {"seq": first.seq}}}, request_id="r1")
+    txn.commit()
+    spec = {"table": down.url, "source": source({"view": "ch", "table": up.url}), "request_id": "r2"}
+    with pytest.raises(LakeChangesUnavailable, match=r"this table consumed .* up to seq 1.*restore this table"):
+        run(spark, "write", spec)
+    assert down.commit_log.head() == 1
+    # a retry of the request that committed that position reads no window: it returns its first result
+    assert run(spark, "write", {**spec, "request_id": "r1"})["already_committed"] is True
