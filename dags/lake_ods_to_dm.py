@@ -25,33 +25,25 @@ takes one in silence: a misspelt `dayy` would run with the default day).
 
 from __future__ import annotations
 
-from typing import Any
-
 import pendulum
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG
 
-from airflow_lake.compat import AirflowFailException  # airflow.sdk.exceptions from Airflow 3.2 on
+from airflow_lake.examples.ods_steps import ods_steps, pipeline_params
 from airflow_lake.examples.video_pipeline import (
     BUCKETED_JOIN_CONF,
-    CREATE,
-    DATE_PATTERN,
     DAY,
-    DAY_SCHEMA,
     DM_SQL,
     DWD_LIKES_SQL,
     DWD_PLAYS_SQL,
     DWD_WORKS_SQL,
     DWS_SQL,
-    LANDING,
+    PARAM_NAMES,
     PIPELINE_SCHEDULE,
     SPARK_CONN_ID,
     TABLES,
     WEEK_START,
     run_day,
 )
-from airflow_lake.examples.video_pipeline import check_params as check_run_params
-from airflow_lake.operators.create_table import LakeCreateTableOperator
-from airflow_lake.operators.upsert import VersionedUpsertOperator
 from airflow_lake.operators.write import LakeWriteOperator
 
 with DAG(
@@ -64,66 +56,13 @@ with DAG(
     default_args={"conn_id": SPARK_CONN_ID},
     tags=["airflow-lake", "example"],
     user_defined_macros={"run_day": run_day},
-    params={
-        "day": Param(None, description="Day to process (YYYY-MM-DD, 1900-2999, not in the future); empty: the "
-                                       "run's logical date.", **DAY_SCHEMA),
-        "events_per_day": Param(20_000, type="integer", minimum=100, maximum=5_000_000,
-                                description="Events the sample generator lands for the day."),
-        "buckets": Param(8, type="integer", enum=[2, 4, 8, 16, 32, 64],
-                         description="Bucket count B (a power of two) of the tables bucketed by work_id; the "
-                                     "plays table gets 2B. Used when the tables are created."),
-        "backfill_days": Param([], type="array",
-                               items={"type": "string", "format": "date", "pattern": DATE_PATTERN}, maxItems=31,
-                               uniqueItems=True,
-                               description="Earlier days (up to the run's day) whose dimension batches arrive "
-                                           "late: upserted with their own (lower) versions, in parallel with "
-                                           "today's."),
-    },
+    params=pipeline_params(),
     doc_md=__doc__,
 ) as dag:
-
-    @task
-    def check_params(params: dict[str, Any] | None = None, dag_run: Any = None) -> dict[str, Any]:
-        """Before any task writes: the run's day in range and not in the future, no backfill day after it."""
-        try:
-            return check_run_params(params or {}, dag_run)
-        except ValueError as err:  # a bad Param: retrying cannot help
-            raise AirflowFailException(str(err)) from None
-
-    @task
-    def land(params: dict[str, Any] | None = None, dag_run: Any = None) -> list[dict[str, Any]]:
-        """Stand-in for upstream systems: land the day's events and the dimension batches (the day's and the
-        backfill days'); returns one upsert per dimension batch for the mapped upsert tasks."""
-        from airflow_lake.datagen import video
-
-        assert params is not None
-        day = run_day(params, dag_run)
-        sizes = video.Sizes(events=int(params["events_per_day"]))
-        batches = []
-        for when in [day, *sorted(set(params.get("backfill_days") or []) - {day})]:
-            landed = video.land_day(LANDING, when, sizes, parts=video.PARTS if when == day else ("works", "users"))
-            batches.append({"version": video.version_of(when), "works": landed["works"], "users": landed["users"]})
-        return batches
-
-    @task
-    def upserts(batches: list[dict[str, Any]], dimension: str) -> list[dict[str, Any]]:
-        """The keyword arguments of one dimension's upserts."""
-        return [{"source_path": b[dimension], "version": b["version"]} for b in batches]
-
-    creates = {name: LakeCreateTableOperator(task_id=f"create_{name}", table=path, **CREATE[name])
-               for name, path in TABLES.items()}
-    batches = land()
-
-    load_events = LakeWriteOperator(
-        task_id="load_ods_events", table=TABLES["ods_events"], source_path=LANDING + f"/events/dt={DAY}",
-        mode="overwrite", partitions=[{"dt": DAY}],
-    )
-    upsert_works = VersionedUpsertOperator.partial(
-        task_id="upsert_ods_works", table=TABLES["ods_works"], conn_id=SPARK_CONN_ID,
-    ).expand_kwargs(upserts(batches, "works"))
-    upsert_users = VersionedUpsertOperator.partial(
-        task_id="upsert_ods_users", table=TABLES["ods_users"], conn_id=SPARK_CONN_ID,
-    ).expand_kwargs(upserts(batches, "users"))
+    # the Params check, the creates, the landing, ods_events and the dimension upserts (shared with the
+    # incremental variant, dags/lake_ods_to_dm_incremental.py)
+    ods = ods_steps(PARAM_NAMES)
+    creates, load_events, upsert_works, upsert_users = ods.creates, ods.load_events, ods.upsert_works, ods.upsert_users
 
     day_of = {"filters": [["dt", "=", DAY]]}
     build_plays = LakeWriteOperator(
@@ -151,10 +90,6 @@ with DAG(
         mode="overwrite", partitions=[{"dt": DAY}], max_exchanges=0,
     )
 
-    check_params() >> [batches, *creates.values()]
-    [batches, creates["ods_events"]] >> load_events
-    creates["ods_works"] >> upsert_works
-    creates["ods_users"] >> upsert_users
     [load_events, upsert_users, creates["dwd_plays"]] >> build_plays
     [load_events, creates["dwd_likes"]] >> build_likes
     [upsert_works, creates["dwd_works"]] >> build_works

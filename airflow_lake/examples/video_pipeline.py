@@ -1,5 +1,6 @@
-"""The lake tables of the example short-video pipeline (`lake_ods_to_dm`, `lake_maintenance`): their paths,
-their layouts and the Spark SQL that builds each layer. Shared by both DAGs (and their tests); no Airflow import.
+"""The lake tables of the example short-video pipeline (`lake_ods_to_dm`, `lake_ods_to_dm_incremental`,
+`lake_maintenance`): their paths, their layouts and the Spark SQL that builds each layer. Shared by the DAGs (and
+their tests); no Airflow import.
 
 Every layer from DWD on is bucketed by `work_id` (seed 004): the bucket counts are powers of two — `B` from
 the `buckets` Param, `2B` for the biggest fact table — so joins and group-bys on `work_id` read matching
@@ -142,13 +143,14 @@ def refuse_unknown_params(params: dict[str, Any] | None, dag_run: Any, names: tu
                          f"it would be ignored and the defaults used). Fix: use only {', '.join(names)}.")
 
 
-def check_params(params: dict[str, Any], dag_run: Any, today: dt.date | None = None) -> dict[str, Any]:
+def check_params(params: dict[str, Any], dag_run: Any, today: dt.date | None = None, *,
+                 names: tuple[str, ...] = PARAM_NAMES) -> dict[str, Any]:
     """Check a run's Params before any task writes; what JSON Schema cannot say: the day (from the Param or
     the logical date) lies in range and not in the future, and no backfill day comes after it. A batch's
     version is its day (YYYYMMDD), so a future day would outrank every real batch up to that date, for good.
-    A key that is no Param of the DAG (`PARAM_NAMES`: a misspelt one) is refused. Returns the day and the
-    backfill days; raises ValueError naming the Param and the fix."""
-    refuse_unknown_params(params, dag_run, PARAM_NAMES)
+    A key that is no Param of the DAG (`names`, by default `PARAM_NAMES`: a misspelt one) is refused. Returns the
+    day and the backfill days; raises ValueError naming the Param and the fix."""
+    refuse_unknown_params(params, dag_run, names)
     today = today or dt.datetime.now(dt.UTC).date()
     day = _date("day", run_day(params, dag_run))
     if not FIRST_DAY <= day <= LAST_DAY:

@@ -51,7 +51,7 @@ def test_dags_parse_without_importing_pyspark() -> None:
                             env={**os.environ, "AIRFLOW_LAKE_ROOT": "/lake"})
     assert result.returncode == 0, result.stderr[-3000:]
     dags, tasks, outlets = result.stdout.strip().splitlines()[-3:]
-    assert eval(dags) == ["lake_maintenance", "lake_ods_to_dm"]
+    assert eval(dags) == ["lake_maintenance", "lake_ods_to_dm", "lake_ods_to_dm_incremental"]
     assert {"land", "upsert_ods_works", "build_dws_work_daily", "build_dm_work_7d"} <= set(eval(tasks))
     assert eval(outlets) == ["file:///lake/dm_work_7d"]
 

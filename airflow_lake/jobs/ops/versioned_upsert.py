@@ -19,7 +19,7 @@ from airflow_lake.lake.sources.incremental import (
     resolve_positions,
     windows,
 )
-from airflow_lake.lake.sources.load import Source, load, resolve_tables, snapshots_read
+from airflow_lake.lake.sources.load import Source, load, prune_to_changes, resolve_tables, snapshots_read
 from airflow_lake.lake.sources.strict_files import source_error
 from airflow_lake.lake.spec.evolution import ADD_COLUMNS, check_schema_evolution
 from airflow_lake.lake.spec.strict import SpecReader
@@ -90,6 +90,7 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
     if (prior := requests.committed(table, request)) is not None:  # before the source is read: it may be gone
         return {"table": table.url, "operation": OPERATION, **result_metrics(Upserted(prior, True))}
     upstreams = windows(positions)  # after the retry check: a retry reads no window (it may be cleaned by now)
+    query_tables = prune_to_changes(query_tables, upstreams)  # tables read in their changed partitions only
     if nothing_changed(upstreams):
         return without_query(table, OPERATION, base, upstreams, request=request, source=spec.source.describe())
     column = spec.version_column or (None if spec.version is not None else table_spec.version_column)

@@ -26,7 +26,7 @@ from airflow_lake.lake.sources.incremental import (
     resolve_positions,
     windows,
 )
-from airflow_lake.lake.sources.load import Source, load, resolve_tables, snapshots_read
+from airflow_lake.lake.sources.load import Source, load, prune_to_changes, resolve_tables, snapshots_read
 from airflow_lake.lake.sources.strict_files import source_error
 from airflow_lake.lake.spark.schema import nullable_columns
 from airflow_lake.lake.spec.evolution import check_schema_evolution
@@ -107,6 +107,7 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     if (first := requests.retry_result(table, request)) is not None:  # before the source is read: it may be gone
         return first
     upstreams = windows(positions)  # after the retry check: a retry reads no window (it may be cleaned by now)
+    query_tables = prune_to_changes(query_tables, upstreams)  # tables read in their changed partitions only
     if nothing_changed(upstreams):
         return without_query(table, "write", base, upstreams, request=request, source=spec.source.describe())
     scans: dict[str, dict[str, int]] = {}

@@ -3,6 +3,7 @@ changes of upstream tables since this table consumed them: `incremental.py`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.commit.reads import Pin, TableRead
 from airflow_lake.lake.errors import LakeSpecError
+from airflow_lake.lake.sources.changed_partitions import ALL as ALL_PARTITIONS
+from airflow_lake.lake.sources.changed_partitions import changed_filters, read_choice, windows_of
 from airflow_lake.lake.sources.incremental import FIELD as INCREMENTAL
 from airflow_lake.lake.sources.incremental import IncrementalRef, Upstream, parse_incremental, register_changes
 from airflow_lake.lake.sources.query_guard import read_only_query
@@ -41,6 +44,9 @@ class TableRef:
     # filters the scan applies (and prunes files and partitions with): choosing partitions here keeps a
     # read of a table bucketed from a partition on, or with per-partition counts, one bucketed scan
     filters: tuple[tuple[Any, ...], ...] = ()
+    # "changed": only the partitions the query's incremental windows touched (`changed_partitions`), or those
+    # the named incremental views' windows touched; or "all"
+    partitions: str | tuple[str, ...] = ALL_PARTITIONS
 
 
 @dataclass(frozen=True)
@@ -94,14 +100,19 @@ class Source:
             if isinstance(ref, str):
                 refs.append(TableRef(name, ref))
             elif isinstance(ref, Mapping) and isinstance(ref.get("path"), str):
-                unknown = sorted(str(k) for k in ref if k not in ("path", "as_of", "filters"))
+                unknown = sorted(str(k) for k in ref if k not in ("path", "as_of", "filters", "partitions"))
                 if unknown:
-                    raise LakeSpecError(f"{where}.{unknown[0]}", "unknown key.", "Use path, as_of and filters.")
+                    raise LakeSpecError(f"{where}.{unknown[0]}", "unknown key.",
+                                        "Use path, as_of, filters and partitions.")
                 filters = ref.get("filters") or []
                 if not isinstance(filters, list) or not all(isinstance(f, list | tuple) for f in filters):
                     raise LakeSpecError(f"{where}.filters", f"{filters!r} is not a list of filters.",
                                         "Give [['dt', '>=', '2024-06-01'], ...].")
-                refs.append(TableRef(name, ref["path"], ref.get("as_of"), tuple(tuple(f) for f in filters)))
+                views = [str(i.get("view")) for i in incremental if isinstance(i, Mapping)] \
+                    if isinstance(incremental, list) else []
+                partitions = read_choice(ref.get("partitions"), f"{where}.partitions", views)
+                refs.append(TableRef(name, ref["path"], ref.get("as_of"), tuple(tuple(f) for f in filters),
+                                     partitions))
             else:
                 raise LakeSpecError(where, f"{ref!r} is not a table reference.",
                                     "Give a path, or {'path': ..., 'as_of': ..., 'filters': [...]}.")
@@ -130,7 +141,10 @@ def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, 
     snapshot an incremental upstream of the same identity is pinned at (`pinned`: identity -> seq, the end of its
     changes window), else the latest. Refused without an `as_of`: a table with the pinned table's id at another
     place (a copy made by copying its files, or the same table under another mount), which can be neither pinned
-    safely nor told apart."""
+    safely nor told apart.
+
+    A table read with `partitions: "changed"` (or a list of incremental views) is checked here (a partitioned
+    plain table) and scanned whole; `prune_to_changes` narrows it once the changes windows are known."""
     from airflow_lake.lake.table import LakeTable
     from airflow_lake.lake.upsert.merge_read import raw_scan
 
@@ -155,12 +169,47 @@ def resolve_tables(source: Source, pin: Pin | None = None, pinned: Mapping[str, 
             assert pinned is not None
             as_of = pinned[ident]
         snapshot = table.snapshot(as_of)
+        filters = ref.filters
+        if ref.partitions != ALL_PARTITIONS:
+            check_changed_partitions(snapshot.spec, ref)
         if snapshot.spec.primary_key:  # merged per key, as any read of a primary-key table; only key filters
             # decide which files are read (a stale value must not hide a key's newer one)
-            scan = raw_scan(table, snapshot, filters=ref.filters or None)
+            scan = raw_scan(table, snapshot, filters=filters or None)
         else:
-            scan = table.scan(filters=ref.filters or None, as_of=snapshot.seq)
+            scan = table.scan(filters=filters or None, as_of=snapshot.seq)
         out.append(QueryTable(ref, table, ident, snapshot, scan, own, upstream))
+    return tuple(out)
+
+
+def check_changed_partitions(spec: TableSpec, ref: TableRef) -> None:
+    """Refuse `partitions: "changed"` (or a list of views) where it means nothing, before anything is read: a
+    primary-key table (merged per key across files), a table without partition columns."""
+    where = f"source.tables.{ref.name}.partitions"
+    if spec.primary_key:
+        raise LakeSpecError(where, f'"changed" partitions of the primary-key table {ref.path!r}: its rows are '
+                            "merged per key across files, not read by partition.",
+                            "Read a primary-key table whole (leave `partitions` out).")
+    if not spec.partition_columns:
+        raise LakeSpecError(where, f'"changed" partitions of {ref.path!r}, a table without partition columns.',
+                            'Leave `partitions` out (or "all") for an unpartitioned table.')
+
+
+def prune_to_changes(tables: Sequence[QueryTable], upstreams: Sequence[Upstream]) -> tuple[QueryTable, ...]:
+    """The query tables, those read with `partitions: "changed"` (or a list of incremental views) scanned again in
+    only the partitions the upstreams' changes windows touched (`changed_partitions`; metadata only). Called once
+    the windows are known (after a job's retry check)."""
+    windows = {u.ref.view: u.window for u in upstreams}
+    out = []
+    for query_table in tables:
+        ref = query_table.ref
+        if ref.partitions == ALL_PARTITIONS:
+            out.append(query_table)
+            continue
+        where = f"source.tables.{ref.name}.partitions"
+        spec = query_table.snapshot.spec
+        filters = (*ref.filters, *(changed_filters(spec, windows_of(ref.partitions, windows), where) or ()))
+        scan = query_table.table.scan(filters=filters or None, as_of=query_table.snapshot.seq)
+        out.append(dataclasses.replace(query_table, scan=scan))
     return tuple(out)
 
 
@@ -205,7 +254,9 @@ def load(spark: SparkSession, source: Source, spec: TableSpec, scans: dict[str, 
         refuse_lake_table_path(source.path)
         return read_files(spark, source.path, source.format, source.options, spec=spec, optional=optional), {}
     reads: dict[str, list[TableRead]] = {}
-    for query_table in resolve_tables(source, pin) if tables is None else tables:
+    if tables is None:
+        tables = prune_to_changes(resolve_tables(source, pin, {u.identity: u.end for u in upstreams}), upstreams)
+    for query_table in tables:
         ref, table, snapshot, scan = query_table.ref, query_table.table, query_table.snapshot, query_table.scan
         if snapshot.spec.primary_key:
             table.register(spark, ref.name, as_of=snapshot.seq, filters=ref.filters or None)
