@@ -10,7 +10,8 @@ import os
 import time
 
 # (A kill while Spark's writer runs needs no point: the crash test watches the staging area for it.)
-POINTS = ("after_request", "before_write", "during_place", "before_commit", "after_commit",
+# before_query: an incremental job fixed its upstreams' windows and read none of their changes (`sources.incremental`)
+POINTS = ("before_query", "after_request", "before_write", "during_place", "before_commit", "after_commit",
           "before_publish", "mid_publish")  # the last two: publishing a landed entry (`lake.publish`)
 _ENV = "AIRFLOW_LAKE_FAULT_POINT"
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_lake.lake import faults
 from airflow_lake.lake.changes.window import ChangeWindow, change_window
 from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.errors import LakeChangesUnavailable, LakeSpecError
@@ -236,6 +237,7 @@ def register_changes(spark: SparkSession, upstreams: Sequence[Upstream]) -> None
     the job's start)."""
     from airflow_lake.lake.changes.spark_read import read_changes
 
+    faults.reach("before_query")  # (crash tests: the windows are fixed, nothing is read or written yet)
     for upstream in upstreams:
         read_changes(upstream.table, spark, upstream.window).createOrReplaceTempView(upstream.ref.view)
 
