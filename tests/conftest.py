@@ -50,6 +50,7 @@ LONGEST_FIRST = (
     "tests/dags/test_cluster_path.py",  # 500
     "tests/dags/test_ods_to_dm.py",  # ~490 (issue 35: 320, and ~170 for the pipeline on S3)
     "tests/hooks/test_connect.py",  # 428
+    "tests/dags/test_ods_to_dm_incremental.py",  # ~120 (issue 36: the incremental DAG under airflow dags test)
     "tests/operators/test_request_id.py",  # 257
     "tests/dags/test_scheduler_trigger.py",  # 253
     "tests/lake/upsert/test_versioned_deletes.py",  # 252
@@ -58,6 +59,9 @@ LONGEST_FIRST = (
     "tests/engines/test_foreign_spark.py",  # ~80: two foreign JVMs
     "tests/lake/publish/test_trino_reads.py",  # ~60: a Trino server
     "tests/jobs/test_upsert_jobs.py",  # 220
+    "tests/lake/changes/test_arrow_read.py",  # ~45 (issue 36)
+    "tests/lake/changes/test_oracle.py",  # ~45 (issue 36)
+    "tests/jobs/test_incremental_kills.py",  # ~35 (issue 36: three spark-submits at once)
     "tests/ui/test_lake_page.py",  # 218
     "tests/operators/test_upsert.py",  # 163
     "tests/test_lineage.py",  # 150
