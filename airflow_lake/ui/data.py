@@ -1,8 +1,10 @@
 """What the Lake page shows, from table metadata (the log, checkpoints, pending instants; never Spark): a summary
 per table, and one table's schema, partitions, clustering, primary-key state, health, charts over its timeline,
 timeline and layout. The one thing read from data files is a commit's change counts (rows inserted, deleted and
-updated: `commit_changes`), with pyarrow, for the newest few data-changing commits of a timeline, each only if it
-touched at most `[lake] change_counts_max_mb`, and kept per commit for the process's life (history does not change).
+updated: `commit_changes`) where the log cannot tell them (a rewrite, an upsert: appends and drops are counted from
+the files' row counts), with pyarrow, for the newest few data-changing commits of a timeline, each only if it
+touched at most `[lake] change_counts_max_mb` and never on an object store, and kept per commit for the process's
+life (history does not change).
 
 Everything of one request comes from one open of the table: its latest state is resolved once (a checkpoint and
 the entries after it), and the newest log entries are read once. A table with 10,000 instants renders in well
@@ -23,7 +25,7 @@ from typing import Any
 
 from airflow_lake import health, reports
 from airflow_lake.cli_format import fmt_bytes, partition_label
-from airflow_lake.lake.changes.arrow_read import change_counts, read_plan
+from airflow_lake.lake.changes.arrow_read import change_counts, counts_from_metadata, read_plan
 from airflow_lake.lake.changes.window import ChangeWindow, change_window, changes_data
 from airflow_lake.lake.clustering.timeline import pending_plans
 from airflow_lake.lake.errors import LakeChangesUnavailable, LakeError
@@ -431,6 +433,12 @@ def _count(opened: Opened, seq: int, window: ChangeWindow | BaseException, key: 
     try:
         if isinstance(window, BaseException):
             raise window
+        known = counts_from_metadata(window)  # an append, a drop: the log tells, no file is read
+        if known is not None:
+            return _keep(key, {"state": "counted", **known.get(seq, {"inserted": 0, "deleted": 0, "updated": 0})})
+        if not opened.table.storage.local:  # the page of a table on a store reads no data file (requests cost)
+            return {"state": "not_counted", "reason": "counting a rewrite on an object store reads its data files: "
+                    f"airflow-lake changes PATH --from {seq - 1} --to {seq}"}
         size = read_plan(opened.table, window).bytes
         if size > limit:
             return {"state": "not_counted", "bytes": size,
@@ -443,6 +451,11 @@ def _count(opened: Opened, seq: int, window: ChangeWindow | BaseException, key: 
     except Exception as err:  # a missing or damaged data file: the page goes on without this commit's counts
         log.info("Lake page: the changes of %s at %d cannot be counted: %s", opened.table.url, seq, err)
         return {"state": "not_counted", "reason": f"its files cannot be read ({type(err).__name__}: {err})"}
+    return _keep(key, result)
+
+
+def _keep(key: tuple[str, int, str], result: dict[str, Any]) -> dict[str, Any]:
+    """Keep a commit's final counts for the process's life (history does not change)."""
     with _counts_lock:
         _counts_cache[key] = result
         while len(_counts_cache) > _COUNTS_KEPT:

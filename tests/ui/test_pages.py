@@ -84,21 +84,28 @@ def test_the_timeline_shows_each_commits_change_counts_bounded(tmp_path: Path,
         "0 updated'>+0 &minus;1 ~0"]
 
     big = make_table(str(tmp_path / "big"))
-    for part in ("a", "b", "c"):
-        commit(big, list(range(1000)), part)
-    sizes = [sum(f.bytes for f in big.commit_log.read(seq).added) for seq in (1, 2, 3)]
-    monkeypatch.setenv("AIRFLOW__LAKE__CHANGE_COUNTS_MAX_MB", str((sizes[2] - 1) / 1024 / 1024))
+    appended = {part: commit(big, list(range(1000)), part) for part in ("a", "b", "c")}  # seqs 1-3
+    for part in ("a", "b", "c"):  # seqs 4-6: rewrites (only reading tells what they changed)
+        commit(big, list(range(1, 1001)), part, removed=[appended[part].added[0].path])
+    sizes = {seq: sum(f.bytes for f in big.commit_log.read(seq).added) + sum(
+        f.bytes for f in big.commit_log.read(seq - 3).added) for seq in (4, 5, 6)}
+    monkeypatch.setenv("AIRFLOW__LAKE__CHANGE_COUNTS_MAX_MB", str((sizes[6] - 1) / 1024 / 1024))
     opened = data.Opened.of(resolve("0/big", [str(tmp_path)]))
-    counts = data.commit_changes(opened, [3, 2, 1, 0], commits=1)
-    assert counts[3]["state"] == "not_counted" and counts[3]["bytes"] == sizes[2]
-    assert "more than [lake] change_counts_max_mb" in counts[3]["reason"]
-    for seq in (2, 1):
+    counts = data.commit_changes(opened, [6, 5, 4, 3, 0], commits=1)
+    assert counts[6]["state"] == "not_counted" and counts[6]["bytes"] == sizes[6]
+    assert "more than [lake] change_counts_max_mb" in counts[6]["reason"]
+    for seq in (5, 4):
         assert counts[seq]["state"] == "not_counted" and "only the newest 1 data-changing commits" in \
             counts[seq]["reason"]
     assert counts[0] == {"state": "data_free"}
     monkeypatch.setenv("AIRFLOW__LAKE__CHANGE_COUNTS_MAX_MB", "1")
-    Path(big.storage.path(big.commit_log.read(2).added[0].path)).unlink()
-    counts = data.commit_changes(opened, [3, 2])
-    assert counts[3] == {"state": "counted", "inserted": 1000, "deleted": 0, "updated": 0}
-    assert counts[2]["state"] == "not_counted" and "its files cannot be read (FileNotFoundError" in counts[2]["reason"]
+    Path(big.storage.path(big.commit_log.read(5).added[0].path)).unlink()
+    Path(big.storage.path(big.commit_log.read(1).added[0].path)).unlink()
+    counts = data.commit_changes(opened, [6, 5, 1])
+    assert counts[6] == {"state": "counted", "inserted": 1, "deleted": 1, "updated": 0}
+    assert counts[5]["state"] == "not_counted" and "its files cannot be read (FileNotFoundError" in counts[5]["reason"]
     assert "title='its files cannot be read" in pages.table_page(data.table_detail(opened.ref, opened=opened), [])
+    # an append is counted from its files' row counts in the log: nothing is read (its file is gone, no bound)
+    monkeypatch.setenv("AIRFLOW__LAKE__CHANGE_COUNTS_MAX_MB", "0.000001")
+    assert data.commit_changes(opened, [1]) == {1: {"state": "counted", "inserted": 1000, "deleted": 0,
+                                                    "updated": 0}}

@@ -105,8 +105,31 @@ def changes_arrow(table: TableMetadata, window: ChangeWindow, columns: Sequence[
 def change_counts(table: TableMetadata, window: ChangeWindow) -> dict[int, dict[str, int]]:
     """Per data-changing commit of `window` (by seq, oldest first): rows inserted, deleted and updated (keys of a
     primary-key table; plain tables have no updates). A commit whose changes cancel out counts zeros; data-free
-    commits (`window.skipped`) are not listed. A window from the empty table counts its inserts at its end."""
+    commits (`window.skipped`) are not listed. A window from the empty table counts its inserts at its end.
+    Counts the log already tells (`counts_from_metadata`) read no file."""
+    known = counts_from_metadata(window)
+    if known is not None:
+        return known
     return _counted(window, ((kind, seq) for _, kind, seq, _ in _changes(table, window)))
+
+
+def counts_from_metadata(window: ChangeWindow) -> dict[int, dict[str, int]] | None:
+    """`change_counts` without reading a file, where the log tells them: a plain table whose commits each only
+    added files (every row an insert: an append) or only removed files (every row a delete: a partition or table
+    dropped whole), counted from the files' row counts. None when some commit both removed and added files (a
+    rewrite keeps rows: only reading tells which) or the table has a primary key (an upsert's row may update)."""
+    if window.spec.primary_key:
+        return None
+    counts: dict[int, dict[str, int]] = {}
+    for commit in window.commits:
+        if commit.removed and commit.added:
+            return None
+        counts[commit.seq] = {"inserted": sum(f.rows for f in commit.added),
+                              "deleted": sum(f.rows for f in commit.removed), "updated": 0}
+    if window.initial:
+        counts.setdefault(window.end, {"inserted": 0, "deleted": 0, "updated": 0})["inserted"] += \
+            sum(f.rows for f in window.initial)
+    return dict(sorted(counts.items()))
 
 
 def counts_of(window: ChangeWindow, changes: pa.Table) -> dict[int, dict[str, int]]:
