@@ -97,19 +97,10 @@ def task_conf(spark: Any, name: str) -> Iterator[None]:
     """The Spark settings the DAG's task of `name` sets (`spark_conf`: broadcasts off for the DWS step, so its
     joins stay bucketed), for both sides alike."""
     from airflow_lake.examples.video_incremental import STEPS
+    from airflow_lake.lake.spark.session_conf import session_conf
 
-    conf = dict(STEPS[name].spark_conf)
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
+    with session_conf(spark, dict(STEPS[name].spark_conf)):
         yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def incremental_run(spark: Any, paths: dict[str, str], rebuild: str = "incremental") -> dict[str, Any]:

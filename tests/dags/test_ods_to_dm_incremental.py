@@ -9,8 +9,6 @@ left. (The `rebuild` Param choosing the queries and reads: the DAG test at the t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from airflow_lake.datagen import video
 from airflow_lake.examples.video_incremental import STEPS, whole_table_specs
 from airflow_lake.jobs import run
 from airflow_lake.lake import LakeTable
+from airflow_lake.lake.spark.session_conf import session_conf
 from tests.airflow_stack import migrate_db
 from tests.conftest import ROOT
 from tests.connect_server import ConnectServer
@@ -118,21 +117,9 @@ def rebuilt_whole(spark: Any, lake: Path, out: Path) -> dict[str, list[tuple[Any
         spec = dict(CREATE[name], bucket={**CREATE[name]["bucket"], "count": 16 if name == "dwd_plays" else 8})
         run(spark, "create_table", {"table": paths[name], **spec})
     for name, spec in whole_table_specs(paths).items():
-        with spark_conf(spark, BUCKETED_JOIN_CONF if name == "dws_work_daily" else {}):
+        with session_conf(spark, BUCKETED_JOIN_CONF if name == "dws_work_daily" else {}):
             run(spark, "write", spec)
     return contents(out, WHOLE)
-
-
-@contextmanager
-def spark_conf(spark: Any, conf: dict[str, str]) -> Iterator[None]:
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
 
 
 @pytest.mark.slow
