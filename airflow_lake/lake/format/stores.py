@@ -23,7 +23,6 @@ URL; `probe` (run when a table is created) catches it by creating one key twice.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import inspect
 import random
 import re
@@ -220,6 +219,8 @@ def s3_abort_upload(fs: Any, path: str, upload_id: str) -> None:
 
 def installed_version(package: str) -> str | None:
     """The installed version of a distribution, or None."""
+    import importlib.metadata  # (here: it costs a local table's open, e.g. each of `airflow-lake ls`, ~10 ms)
+
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
