@@ -55,10 +55,10 @@ PROBE = (
     "    main()\n"
     "except SystemExit:\n"
     "    pass\n"
-    "heavy = sorted({m.split('.')[0] for m in sys.modules} & set(%r))\n"
+    "heavy = sorted({m.split('.')[0] for m in sys.modules} & set(" + json.dumps(HEAVY) + "))\n"
     "print(json.dumps({'heavy': heavy, 'ours': sum(m.startswith('airflow_lake') for m in sys.modules),\n"
     "                  'file': sys.modules['airflow_lake'].__file__}), file=sys.stderr)\n"
-) % (HEAVY,)
+)
 
 
 def build_roots(base: Path, tables: int, old: int) -> dict[str, Path]:
