@@ -114,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json-out", default=None, help="write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the roots")
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.old > args.tables:
+        parser.error("--rounds must be >= 1 and --old at most --tables")
     trees = {"after": REPO, **({"before": Path(args.before).resolve()} if args.before else {})}
     machine = machine_info()
     print(f"CLI start-up benchmark: {machine['nproc']} cores, load {machine['load_average']}, {args.rounds} rounds")
