@@ -219,7 +219,9 @@ def s3_abort_upload(fs: Any, path: str, upload_id: str) -> None:
 
 def installed_version(package: str) -> str | None:
     """The installed version of a distribution, or None."""
-    import importlib.metadata  # (here: it costs a local table's open, e.g. each of `airflow-lake ls`, ~10 ms)
+    # (imported here: ~10 ms with the zipfile, email and csv modules it pulls in, which every process that opened
+    # a table paid, `airflow-lake ls` too, though only a store's checks call this)
+    import importlib.metadata
 
     try:
         return importlib.metadata.version(package)
