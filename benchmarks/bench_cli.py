@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -87,12 +88,20 @@ def _env(tree: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(tree)}
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def fresh(tree: Path, argv: list[str]) -> dict[str, Any]:
-    """One fresh process running the CLI of `tree`: its wall time, exit code and output."""
-    started = time.perf_counter()
+    """One fresh process running the CLI of `tree`: its wall time, its CPU time (user + sys: on a busy machine
+    less inflated than the wall time, and close to a quiet machine's wall time for this one-threaded process),
+    exit code and output."""
+    cpu, started = _children_cpu(), time.perf_counter()
     done = subprocess.run([sys.executable, "-c", SCRIPT, *argv], capture_output=True, text=True, check=False,
                           timeout=300, env=_env(tree), cwd=tree)
-    return {"wall_seconds": time.perf_counter() - started, "code": done.returncode, "stdout": done.stdout}
+    return {"wall_seconds": time.perf_counter() - started, "cpu_seconds": _children_cpu() - cpu,
+            "code": done.returncode, "stdout": done.stdout}
 
 
 def modules(tree: Path, argv: list[str]) -> dict[str, Any]:
@@ -145,20 +154,26 @@ def main(argv: list[str] | None = None) -> int:
         for tree_name in trees:
             walls = [r["wall_seconds"] for r in runs[command][tree_name]]
             result[tree_name] = {"median_seconds": median(walls), "min_seconds": min(walls),
-                                 "max_seconds": max(walls), "loaded": loaded[command][tree_name]}
+                                 "max_seconds": max(walls),
+                                 "median_cpu_seconds": median([r["cpu_seconds"] for r in runs[command][tree_name]]),
+                                 "loaded": loaded[command][tree_name]}
         after = result["after"]["median_seconds"]
         result["meets_goal"] = after < goal if goal == LS_GOAL else after <= goal
-        row = [command, after * 1000, ",".join(result["after"]["loaded"]["heavy"]) or "-"]
+        row = [command, after * 1000, result["after"]["median_cpu_seconds"] * 1000,
+               ",".join(result["after"]["loaded"]["heavy"]) or "-"]
         if "before" in trees:
             before = result["before"]["median_seconds"]
             result["ratio"] = ratio(after, before)
-            row += [before * 1000, ",".join(result["before"]["loaded"]["heavy"]) or "-", result["ratio"]]
+            result["cpu_ratio"] = ratio(result["after"]["median_cpu_seconds"], result["before"]["median_cpu_seconds"])
+            row += [before * 1000, result["before"]["median_cpu_seconds"] * 1000,
+                    ",".join(result["before"]["loaded"]["heavy"]) or "-", result["ratio"], result["cpu_ratio"]]
         row += [f"{'<' if goal == LS_GOAL else '<='} {goal:g} s: {'yes' if result['meets_goal'] else 'NO'}"]
         results[command] = result
         rows.append(row)
-    headers = ["command", "after (ms, median)", "after loads"]
+    headers = ["command", "after: wall ms", "after: CPU ms", "after loads"]
     if "before" in trees:
-        headers += ["before (ms, median)", "before loads", "after / before"]
+        headers += ["before: wall ms", "before: CPU ms", "before loads", "after / before (wall)",
+                    "after / before (CPU)"]
     print()
     print_table([*headers, "goal met"], rows)
     load_end = [round(x, 2) for x in os.getloadavg()]
