@@ -58,8 +58,8 @@ def stats_arrays(files: Sequence[DataFile], extra_rows: int = 0) -> list[tuple[s
     Stats that a checkpoint holds as Arrow data (`LazyStats`) are copied column-wise; the others (from log
     entries) are converted from Python.
     """
-    # (imported here, for writing: pyarrow.compute costs a reader, e.g. `airflow-lake ls` or the Lake page
-    # opening a checkpoint, as much again as the Parquet reader itself)
+    # (imported here, for writing: pyarrow.compute would cost a reader, e.g. `airflow-lake ls` or the Lake page
+    # opening a checkpoint, about two thirds as much again as importing the Parquet reader itself)
     import pyarrow.compute as pc
 
     sources: dict[int, tuple[StatsColumns, list[int], list[int]]] = {}  # id -> (columns, their rows, positions)
