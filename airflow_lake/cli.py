@@ -47,20 +47,22 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
+# Only what builds the parser is imported here: `--help` and a usage error must not pay for the lake core
+# (pyarrow, msgspec, the commit log: ~1 s on a busy machine). Each command imports what it runs (below);
+# tests/test_cli_imports.py holds `--help` to that.
 from airflow_lake import cli_format as fmt
 from airflow_lake import connect_server, store_jars
 from airflow_lake.cli_changes import add_changes_parser, changes_data, render_changes
 from airflow_lake.cli_delete import add_delete_parser, delete_data, render_delete
 from airflow_lake.cli_publish import add_publish_parser, failure_line, publish_data, render_publish
 from airflow_lake.lake.errors import LakeError, LakeSpecError
-from airflow_lake.lake.format.instants import is_instant_id
-from airflow_lake.lake.maintenance import restore as restore_module
-from airflow_lake.lake.maintenance.orphans import remove_orphan_files
-from airflow_lake.lake.table import LakeTable
-from airflow_lake.reports import Data, files_data, ls_data, plans_data, show_data, timeline_data
 
+if TYPE_CHECKING:
+    from airflow_lake.lake.table import LakeTable
+
+Data = dict[str, Any]  # (as `reports.Data`)
 PROG = "airflow-lake"
 EXIT_OK, EXIT_ERROR = 0, 2
 DEFAULT_LIMIT = 50
@@ -191,6 +193,8 @@ def _with_old_name(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _rollback_data(table: LakeTable, args: argparse.Namespace) -> Data:
+    from airflow_lake.lake.format.instants import is_instant_id
+
     ids = list(args.instants)
     for instant in ids:
         if not is_instant_id(instant):
@@ -230,11 +234,15 @@ def _render_rollback(data: Data) -> str:
 
 
 def _orphans_data(table: LakeTable, args: argparse.Namespace) -> Data:
+    from airflow_lake.lake.maintenance.orphans import remove_orphan_files
+
     result = remove_orphan_files(table, args.older_than_hours, dry_run=args.dry_run, force=args.force)
     return {"table": table.url, **result.to_dict()}
 
 
 def _restore_data(table: LakeTable, args: argparse.Namespace) -> Data:
+    from airflow_lake.lake.maintenance import restore as restore_module
+
     target = restore_module.target_from_text(args.to)
     result = restore_module.restore(table, target, dry_run=args.dry_run)
     entry = result.entry
@@ -334,12 +342,36 @@ def _render_alter(data: Data) -> str:
     return "\n".join(lines)
 
 
+def _timeline_data(table: LakeTable, args: argparse.Namespace) -> Data:
+    from airflow_lake.reports import timeline_data
+
+    return timeline_data(table, args.limit)
+
+
+def _files_data(table: LakeTable, args: argparse.Namespace) -> Data:
+    from airflow_lake.reports import files_data
+
+    return files_data(table, args.as_of)
+
+
+def _show_data(table: LakeTable, args: argparse.Namespace) -> Data:
+    from airflow_lake.reports import show_data
+
+    return show_data(table, args.as_of)
+
+
+def _plans_data(table: LakeTable, args: argparse.Namespace) -> Data:
+    from airflow_lake.reports import plans_data
+
+    return plans_data(table)
+
+
 COMMANDS: dict[str, tuple[Callable[[LakeTable, argparse.Namespace], Data], Callable[[Data], str]]] = {
-    "timeline": (lambda t, a: timeline_data(t, a.limit), fmt.render_timeline),
-    "files": (lambda t, a: files_data(t, a.as_of), fmt.render_files),
-    "show": (lambda t, a: show_data(t, a.as_of), fmt.render_show),
+    "timeline": (_timeline_data, fmt.render_timeline),
+    "files": (_files_data, fmt.render_files),
+    "show": (_show_data, fmt.render_show),
     "remove-orphan-files": (_orphans_data, fmt.render_remove_orphan_files),
-    "plans": (lambda t, a: plans_data(t), fmt.render_plans),
+    "plans": (_plans_data, fmt.render_plans),
     "clean": (_clean_data, _render_clean),
     "rollback-pending": (_rollback_data, _render_rollback),
     "restore": (_restore_data, _render_restore),
@@ -372,12 +404,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     render: Callable[[Data], str]
     try:
         if args.command == "ls":
+            from airflow_lake.reports import ls_data
+
             data, render = ls_data(args.root), fmt.render_ls
         elif args.command == "publish":
             data, render = publish_data(args.paths), render_publish
         else:
             collect, render = COMMANDS[args.command]
             _check_as_of(getattr(args, "as_of", None))
+            from airflow_lake.lake.table import LakeTable
+
             data = collect(LakeTable.open(args.path), args)
     except (LakeError, OSError, json.JSONDecodeError) as err:  # no table, bad --as-of, unreadable metadata
         return _fail(str(err), args.json)

@@ -14,11 +14,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake.cli_format import fmt_count, fmt_time, render_table
 from airflow_lake.lake.errors import LakeError
-from airflow_lake.lake.table import LakeTable
+
+if TYPE_CHECKING:  # (the parser is built without the core: `airflow-lake --help` stays light)
+    from airflow_lake.lake.table import LakeTable
 
 Data = dict[str, Any]
 DEFAULT_ROWS = 20

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.errors import LakeSpecError
-from airflow_lake.lake.table import LakeTable
+
+if TYPE_CHECKING:  # (the parser is built without the core: `airflow-lake --help` stays light)
+    from airflow_lake.lake.table import LakeTable
 
 Data = dict[str, Any]
 

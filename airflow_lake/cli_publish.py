@@ -14,9 +14,6 @@ from typing import Any
 
 from airflow_lake.cli_format import fmt_count
 from airflow_lake.lake.errors import LakeError
-from airflow_lake.lake.table import LakeTable
-from airflow_lake.publication import published_data
-from airflow_lake.reports import tables_under
 
 Data = dict[str, Any]
 
@@ -34,6 +31,9 @@ def add_publish_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
 def publish_data(paths: Sequence[str]) -> Data:
     """Publish every table at or under `paths`, in order; one result per table (`url`, what `Table.publish` did and
     where publishing stands, or its `error`), and per PATH that names no table an item with its `error`."""
+    # (imported here, not at the top: the parser is built without the core, so `airflow-lake --help` stays light)
+    from airflow_lake.reports import tables_under
+
     tables: list[Data] = []
     for given in paths:
         try:
@@ -56,6 +56,9 @@ def publish_data(paths: Sequence[str]) -> Data:
 def publish_table(given: str, relative: str, url: str) -> Data:
     """Publish one table: what it did, then where publishing stands (`publication.published_data`), or its error
     (any: one table's failure must not stop the others)."""
+    from airflow_lake.lake.table import LakeTable
+    from airflow_lake.publication import published_data
+
     item: Data = {"path": given if relative == "." else f"{given.rstrip('/')}/{relative}", "url": url}
     try:
         table = LakeTable.open(url)

@@ -36,7 +36,6 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 # spark-hadoop-cloud by Spark's minor version: Maven Central has no 4.2.0 yet (checked 2026-11-29); the committer
@@ -158,6 +157,10 @@ def fetch(store: str, *, hadoop: str, cloud: str, spark_jars: Path, root: Path |
 def _copy(mvn: str, coordinates: str, transitive: bool, out: Path) -> None:
     """Copy one artifact (and, `transitive`, its runtime dependencies) into `out` with Maven's dependency plugin."""
     if transitive:
+        # (imported here: xml.sax.saxutils pulls in urllib.request and http.client, which `airflow-lake --help`,
+        # whose parser this module helps build, does not need)
+        from xml.sax.saxutils import escape
+
         group, artifact, version = coordinates.split(":")[:3]
         with tempfile.TemporaryDirectory() as work:
             pom = Path(work) / "pom.xml"

@@ -26,12 +26,10 @@ names them.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import zlib
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -40,6 +38,7 @@ import pyarrow.parquet as pq
 from airflow_lake.lake.format import history, paths
 from airflow_lake.lake.format.consumed import CONSUMED, positions_of
 from airflow_lake.lake.format.data_files import DataFile
+from airflow_lake.lake.format.gc_pause import cyclic_gc_paused
 from airflow_lake.lake.format.identity import TABLE_ID
 from airflow_lake.lake.format.stats_columns import (
     UNREADABLE,
@@ -58,7 +57,7 @@ from airflow_lake.lake.format.table_state import (
     versions_to_pairs,
 )
 
-__all__ = ["UNREADABLE", "decode", "encode", "listed", "read", "retain", "write"]
+__all__ = ["UNREADABLE", "cyclic_gc_paused", "decode", "encode", "listed", "read", "retain", "write"]
 PARQUET_FORMAT = 2  # `format` in `lake.state`; 1 is the JSON form of `TableState.to_dict`
 STATE_KEY = b"lake.state"
 CRC_KEY = b"lake.state.crc32"
@@ -222,22 +221,6 @@ def decode(data: bytes, recover: Callable[[], StatsOf] | None = None) -> TableSt
                       spec_changes_from(meta.get("spec_changes")),  # (the same)
                       table_id_from(meta.get(TABLE_ID)),  # absent: a table (or checkpoint) from before ids
                       positions_of(meta.get(CONSUMED)))  # absent: nothing consumed (or a checkpoint from before)
-
-
-@contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building many objects that form no cycles.
-
-    Otherwise it runs every 700 allocations and walks the young objects each time: a third of the time to
-    decode 100,000 files.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _dictionary_values(column: pa.ChunkedArray, parse: Callable[[Any], Any]) -> list[Any]:

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from functools import partial
 
 from airflow_lake.lake.errors import LakeError, LakeSnapshotNotFound, LakeTableNotFound, LakeUnsafePath
-from airflow_lake.lake.format import checkpoints, paths
+from airflow_lake.lake.format import paths
 from airflow_lake.lake.format.data_files import ColumnStats, DataFile
+from airflow_lake.lake.format.gc_pause import cyclic_gc_paused
 from airflow_lake.lake.format.log import CommitLog, LogEntryExpired
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.format.table_state import TableState, upsert_versions
@@ -87,7 +88,7 @@ class SnapshotResolver:
         cached = self._latest
         if cached is not None and cached.seq == target:
             return cached  # callers treat it as read-only, so it needs no copy (100k files: a copy is not free)
-        with checkpoints.cyclic_gc_paused():
+        with cyclic_gc_paused():
             state = cached.copy() if cached is not None and cached.seq < target else self._from_checkpoint(target)
             try:
                 self._fold(state, target)
@@ -142,6 +143,9 @@ class SnapshotResolver:
                 yield candidate
 
     def _read_checkpoint(self, seq: int, fmt: str) -> TableState | None:
+        # (imported here: checkpoints need pyarrow, which a state folded from the log alone does not)
+        from airflow_lake.lake.format import checkpoints
+
         try:
             state = checkpoints.read(self.storage, seq, fmt, recover=partial(self._stats_at, seq))
         except FileNotFoundError:
@@ -173,7 +177,7 @@ class SnapshotResolver:
 
     def _stats_at(self, seq: int) -> dict[str, Mapping[str, ColumnStats]]:
         """The stats of the files live after `seq`, without checkpoint `seq` (whose stats are unreadable)."""
-        with checkpoints.cyclic_gc_paused():
+        with cyclic_gc_paused():
             state = self._from_checkpoint(seq, exclude=seq)
             for entry in self.commit_log.entries(state.seq, seq):
                 state.apply(entry)
@@ -183,6 +187,8 @@ class SnapshotResolver:
         """Persist `state` as a checkpoint, point the hint at it, and delete the checkpoints retention does not
         keep (`history.kept_checkpoints`: all but the newest `checkpoint.retain.count`, the one the log's start
         folds from, and the one a clean is moving the start to)."""
+        from airflow_lake.lake.format import checkpoints  # (pyarrow: see `_read_checkpoint`)
+
         checkpoints.write(self.storage, state)
         keep = int(stored_spec(state.spec).float_property("checkpoint.retain.count"))
         deleted = checkpoints.retain(self.storage, keep, self.commit_log.start)

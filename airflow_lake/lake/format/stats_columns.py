@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_lake.lake.errors import LakeError
@@ -59,6 +58,10 @@ def stats_arrays(files: Sequence[DataFile], extra_rows: int = 0) -> list[tuple[s
     Stats that a checkpoint holds as Arrow data (`LazyStats`) are copied column-wise; the others (from log
     entries) are converted from Python.
     """
+    # (imported here, for writing: pyarrow.compute would cost a reader, e.g. `airflow-lake ls` or the Lake page
+    # opening a checkpoint, about two thirds as much again as importing the Parquet reader itself)
+    import pyarrow.compute as pc
+
     sources: dict[int, tuple[StatsColumns, list[int], list[int]]] = {}  # id -> (columns, their rows, positions)
     plain: list[int] = []
     for position, data_file in enumerate(files):

@@ -23,7 +23,6 @@ URL; `probe` (run when a table is created) catches it by creating one key twice.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import inspect
 import random
 import re
@@ -220,6 +219,10 @@ def s3_abort_upload(fs: Any, path: str, upload_id: str) -> None:
 
 def installed_version(package: str) -> str | None:
     """The installed version of a distribution, or None."""
+    # (imported here: ~10 ms with the zipfile, email and csv modules it pulls in, which every process that opened
+    # a table paid, `airflow-lake ls` too, though only a store's checks call this)
+    import importlib.metadata
+
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:

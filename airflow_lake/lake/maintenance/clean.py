@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.lake.commit import requests
 from airflow_lake.lake.errors import LakeError
-from airflow_lake.lake.format import checkpoints, history, paths
+from airflow_lake.lake.format import history, paths
 from airflow_lake.lake.format.log import LogEntry
-from airflow_lake.lake.format.stats_columns import LazyStats
 from airflow_lake.lake.maintenance import retention
 from airflow_lake.lake.publish import delta_publisher
 from airflow_lake.lake.spec.table_spec import stored_spec
@@ -172,6 +171,10 @@ def _checkpoint_at(table: TableMetadata, seq: int) -> None:
     from the newest checkpoint before it: usually the one the last clean wrote) unless there is one, then read back
     whole — checksums, every stats column, and the indexes that otherwise come from the log (upsert versions, spec
     changes). A `LakeError` says why not."""
+    # (imported here: checkpoints need pyarrow, which opening a table for `airflow-lake ls` does not)
+    from airflow_lake.lake.format import checkpoints
+    from airflow_lake.lake.format.stats_columns import LazyStats
+
     fmt = next((f for s, f in checkpoints.listed(table.storage) if s == seq), None)
     if fmt is None:
         state = table.state(seq)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
@@ -110,6 +109,8 @@ BUILT_IN: dict[str, type[MergeOperator]] = {op.name: op for op in (Last, LastNon
 def registry() -> dict[str, type[MergeOperator]]:
     """Built-in operators and those of installed packages (entry point group `airflow_lake.merge_operators`;
     a plugin cannot replace a built-in). Read once per process."""
+    from importlib.metadata import entry_points  # (here: most processes never need it; ~10 ms to import)
+
     out = dict(BUILT_IN)
     for point in entry_points(group=ENTRY_POINT_GROUP):
         try:
