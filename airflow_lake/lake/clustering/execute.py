@@ -313,4 +313,5 @@ def result_metrics(executed: Executed) -> dict[str, Any]:
                                  already_committed=executed.already_committed)
 
 
-__all__ = ["ALL", "OLDEST", "Executed", "execute_clustering", "execute_plan", "result_metrics", "rewrite_group"]
+__all__ = ["ALL", "OLDEST", "Executed", "committed_runs", "execute_clustering", "execute_plan", "result_metrics",
+           "rewrite_group"]
