@@ -222,8 +222,9 @@ def test_a_retry_on_s3_is_answered_from_the_log_without_a_session(lake: dict[str
     retried = []
     for i, chain in enumerate(lake["connect_chains"]):
         for n, (operation, spec) in enumerate(chain):
-            # (not the write into `daily`: its query's table, events, changed since, so it is no retry: refused)
-            if get(operation).needs_spark and not spec["table"].endswith("/daily"):
+            # (not the write into `daily`: its query's table, events, changed since, so it is no retry: refused; nor
+            # the delete: the restore after it took events back to before it, so its retry deletes again)
+            if get(operation).needs_spark and not spec["table"].endswith("/daily") and operation != "delete":
                 retry = LakeHook("s3_connect").submit(operation, {**spec, "request_id": f"c{i}/{n}"})
                 retried.append((operation, retry["already_committed"]))
     assert opened == [] and len(retried) >= 7 and all(done for _, done in retried), retried
