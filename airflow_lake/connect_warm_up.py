@@ -4,9 +4,10 @@ On a server that has just started, the first session's first Python job (`mapInA
 the workers' airflow_lake runs: Spark's Python runner, Arrow, the Python daemon) and its first Parquet write run on a
 cold JVM (classes loading, nothing compiled yet) and a cold page cache, and cost several times what they cost the
 next task (docs/benchmarks.md section 9). `airflow-lake connect-server` therefore starts this in the background:
-when the server's port opens, one session runs the task's settings, a one-row Python job and a lake write of 10
-rows into a table in a temporary directory on the server's host (deleted after), then ends. Tasks never wait for
-it, and it never stops the server: what goes wrong is logged, and the first task then pays as before.
+when the server's port opens, it opens a session as a task does (its settings, the package, the workers' check: a
+pass is remembered for this user's tasks on this host, which then skip it), runs a one-row Python job and a lake
+write of 10 rows into a table in a temporary directory on the server's host (deleted after), then ends. Tasks never
+wait for it, and it never stops the server: what goes wrong is logged, and the first task then pays as before.
 
     python -m airflow_lake.connect_warm_up sc://127.0.0.1:15002 [--wait 600] [--server-pid PID]
 """
@@ -75,24 +76,26 @@ def _alive(pid: int) -> bool:
 
 
 def warm_up(url: str) -> dict[str, float]:
-    """Run the first steps of a lake task once on the server at `url` (`sc://host:port`); seconds per step."""
+    """Run the first steps of a lake task once on the server at `url` (`sc://host:port`); seconds per step.
+
+    The session is opened as a task opens it (`ConnectClient`: its settings, the package shipped, the workers'
+    check, whose pass is remembered for this user's later tasks on this host), then a one-row Python job and a lake
+    write run in it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from pyspark.sql import SparkSession
 
+    from airflow_lake.hooks.connect import ConnectClient
     from airflow_lake.jobs.identity import IDENTITY_SCHEMA
     from airflow_lake.jobs.runner import run
-    from airflow_lake.jobs.session import DEFAULT_CONF
     from airflow_lake.lake.table import LakeTable
 
     seconds: dict[str, float] = {}
     started = time.monotonic()
-    spark = SparkSession.builder.remote(url).create()
+    client = ConnectClient(url, {})
+    spark = client.open()
     try:
-        for key, value in DEFAULT_CONF.items():
-            spark.conf.set(key, value)
         seconds["session"] = time.monotonic() - started
-        spark.range(1).mapInArrow(one_row, IDENTITY_SCHEMA).collect()
+        spark.range(1).mapInArrow(one_row, IDENTITY_SCHEMA).collect()  # (when the check was remembered already)
         seconds["python_job"] = time.monotonic() - started - sum(seconds.values())
         with tempfile.TemporaryDirectory(prefix="airflow-lake-warm-up-") as tmp:
             source = os.path.join(tmp, "rows.parquet")
@@ -103,13 +106,18 @@ def warm_up(url: str) -> dict[str, float]:
             run(spark, "write", {"table": table.url, "source": {"path": source}})
         seconds["lake_write"] = time.monotonic() - started - sum(seconds.values())
     finally:
-        spark.stop()
+        client.close()
     return seconds
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Wait for the server's port, warm it up, log how long it took; 0 whatever happened (never fails a server)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # its own handler: importing Airflow (the Connect client's errors) reconfigures the root logger
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    log.handlers[:] = [handler]
+    log.setLevel(logging.INFO)
+    log.propagate = False
     parser = argparse.ArgumentParser(prog="airflow-lake-connect-warm-up", description=__doc__.split("\n\n")[0])
     parser.add_argument("url", help="sc://host:port of the server")
     parser.add_argument("--wait", type=float, default=WAIT_SECONDS, help="seconds to wait for the server's port")
