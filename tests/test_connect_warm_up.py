@@ -17,18 +17,34 @@ import pytest
 
 from airflow_lake import connect_server as server_cli
 from airflow_lake.connect_warm_up import main
+from airflow_lake.hooks.connect import ConnectClient
+from airflow_lake.hooks.package_zip import CACHE_ENV
 from tests.airflow_stack import free_port
 
 
 @pytest.mark.slow
-def test_a_warm_up_runs_a_python_job_and_a_lake_write_and_leaves_nothing(connect_server: Any) -> None:
+def test_a_warm_up_runs_a_task_s_first_steps_leaves_nothing_and_spares_the_first_task_the_check(
+        connect_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"  # this user's private directory, fresh: no check of this server remembered yet
+    cache.mkdir(mode=0o700)
     before = set(Path(tempfile.gettempdir()).glob("airflow-lake-warm-up-*"))
     done = subprocess.run([sys.executable, "-m", "airflow_lake.connect_warm_up", connect_server.url, "--wait", "60"],
-                          capture_output=True, text=True, timeout=600, check=False)
+                          env={**os.environ, CACHE_ENV: str(cache)}, capture_output=True, text=True, timeout=600,
+                          check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "done in" in done.stderr and "'python_job'" in done.stderr and "'lake_write'" in done.stderr, \
         done.stderr[-3000:]
     assert set(Path(tempfile.gettempdir()).glob("airflow-lake-warm-up-*")) == before
+    # the workers' check it passed is remembered: this user's first task on the server (Airflow's URL) skips it
+    checked: list[str] = []
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    monkeypatch.setattr(ConnectClient, "_check_workers", lambda self, spark, shipped: checked.append(self.url))
+    client = ConnectClient(connect_server.url + "/", {})
+    try:
+        client.open()
+    finally:
+        client.close()
+    assert checked == []
 
 
 def test_a_warm_up_gives_up_when_its_server_is_gone(capsys: pytest.CaptureFixture[str]) -> None:
