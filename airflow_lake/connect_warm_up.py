@@ -6,8 +6,9 @@ cold JVM (classes loading, nothing compiled yet) and a cold page cache, and cost
 next task (docs/benchmarks.md section 9). `airflow-lake connect-server` therefore starts this in the background:
 when the server's port opens, it opens a session as a task does (its settings, the package, the workers' check: a
 pass is remembered for this user's tasks on this host, which then skip it), runs a one-row Python job and a lake
-write of 10 rows into a table in a temporary directory on the server's host (deleted after), then ends. Tasks never
-wait for it, and it never stops the server: what goes wrong is logged, and the first task then pays as before.
+write of 10 rows into a table in a temporary directory on the server's host (deleted after; with a cluster master,
+whose executors could not write there, a 10-row shuffle and sort instead), then ends. Tasks never wait for it, and it
+never stops the server: what goes wrong is logged, and the first task then pays as before.
 
     python -m airflow_lake.connect_warm_up sc://127.0.0.1:15002 [--wait 600] [--server-pid PID]
 """
@@ -80,7 +81,7 @@ def warm_up(url: str) -> dict[str, float]:
 
     The session is opened as a task opens it (`ConnectClient`: its settings, the package shipped, the workers'
     check, whose pass is remembered for this user's later tasks on this host), then a one-row Python job and a lake
-    write run in it."""
+    write (a local master) or a shuffle (a cluster's) run in it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -97,14 +98,18 @@ def warm_up(url: str) -> dict[str, float]:
         seconds["session"] = time.monotonic() - started
         spark.range(1).mapInArrow(one_row, IDENTITY_SCHEMA).collect()  # (when the check was remembered already)
         seconds["python_job"] = time.monotonic() - started - sum(seconds.values())
-        with tempfile.TemporaryDirectory(prefix="airflow-lake-warm-up-") as tmp:
-            source = os.path.join(tmp, "rows.parquet")
-            pq.write_table(pa.table({"id": pa.array(range(10), pa.int64()), "v": [float(i) for i in range(10)]}),
-                           source)
-            table = LakeTable.create(os.path.join(tmp, "table"), {"schema": "id BIGINT, v DOUBLE",
-                                                                  "bucket": {"columns": ["id"], "count": 4}})
-            run(spark, "write", {"table": table.url, "source": {"path": source}})
-        seconds["lake_write"] = time.monotonic() - started - sum(seconds.values())
+        if str(spark.conf.get("spark.master", "")).startswith("local"):
+            with tempfile.TemporaryDirectory(prefix="airflow-lake-warm-up-") as tmp:
+                source = os.path.join(tmp, "rows.parquet")
+                pq.write_table(pa.table({"id": pa.array(range(10), pa.int64()),
+                                         "v": [float(i) for i in range(10)]}), source)
+                table = LakeTable.create(os.path.join(tmp, "table"), {"schema": "id BIGINT, v DOUBLE",
+                                                                      "bucket": {"columns": ["id"], "count": 4}})
+                run(spark, "write", {"table": table.url, "source": {"path": source}})
+            seconds["lake_write"] = time.monotonic() - started - sum(seconds.values())
+        else:  # executors on other hosts would write where this host cannot see (nor delete): the shuffle only
+            spark.range(10).repartition(4, "id").sortWithinPartitions("id").collect()
+            seconds["shuffle"] = time.monotonic() - started - sum(seconds.values())
     finally:
         client.close()
     return seconds
