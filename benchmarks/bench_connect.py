@@ -7,11 +7,17 @@
    connection to a warm Spark Connect server (local[2]); the baseline, measured in the same
    rounds, is a bare `spark-submit` of an empty PySpark job (a session started and stopped), timed whole.
    Goals: Connect <= 2 s per task; the spark-submit path <= 1.2x the bare spark-submit.
+   The first task over Spark Connect (the server just started, its JVM cold) is reported on its own lines.
 2. The example pipeline: `airflow dags test lake_ods_to_dm` (one day, 20,000 events) timed whole, both ways.
+3. `--first-task-rounds N`: the first task on a server just started, N times each way on a fresh server: cold (as
+   `airflow-lake connect-server --no-warm-up`), and warmed up as the command does by default (`connect_warm_up`,
+   waited for here and timed on its own line), alternating which goes first; the second task on the same server
+   beside it.
 
     .venv/bin/python benchmarks/bench_connect.py --rounds 5 --pipeline-rounds 2
+    .venv/bin/python benchmarks/bench_connect.py --rounds 0 --pipeline-rounds 0 --first-task-rounds 3
 
-The Spark Connect server is `airflow-lake connect-server` (started here, stopped by its PID at the end).
+The Spark Connect server is `airflow-lake connect-server`'s command (started here, stopped by its PID at the end).
 """
 
 from __future__ import annotations
@@ -75,6 +81,10 @@ with DAG(dag_id="bench_noop", schedule=None, start_date=pendulum.datetime(2024, 
 """
 
 
+FIRST_EXECUTE = "Spark Connect path: first task (server just started), write, operator execute"
+FIRST_DURATION = "Spark Connect path: first task (server just started), write, Airflow task duration"
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -82,12 +92,15 @@ def free_port() -> int:
 
 
 class Server:
-    """A Spark Connect server started with the product's own command; stopped by its PID."""
+    """A Spark Connect server started with the product's own command; stopped by its PID. `warm_up`: then warmed
+    up as `airflow-lake connect-server` does by default (`airflow_lake.connect_warm_up`), here waited for, so that
+    `warm_up_seconds` says how long it took."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, *, warm_up: bool = False) -> None:
         self.port = free_port()
         command = server_command(self.port, "127.0.0.1", "local[2]", ["spark.ui.enabled=false"])
         self.log = work / "connect-server.log"
+        started = time.perf_counter()
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(command, env=server_environment(), stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
@@ -97,8 +110,15 @@ class Server:
                 raise RuntimeError("Spark Connect server did not start:\n" + self.log.read_text()[-3000:])
             with socket.socket() as sock:
                 if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
+                    break
             time.sleep(0.3)
+        self.start_seconds = time.perf_counter() - started
+        self.warm_up_seconds = 0.0
+        if warm_up:
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "airflow_lake.connect_warm_up", f"sc://127.0.0.1:{self.port}"],
+                           env=server_environment(), capture_output=True, check=True, timeout=900)
+            self.warm_up_seconds = time.perf_counter() - started
 
     def stop(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -176,15 +196,17 @@ def per_task(work: Path, port: int, rounds: int) -> dict[str, list[float]]:
     for way in ("spark_default", "spark_connect_default"):
         tables[way] = str(work / "lake" / f"t_{way}")
         LakeTable.create(tables[way], {"schema": "id BIGINT, v DOUBLE", "bucket": {"columns": ["id"], "count": 4}})
-    # warm-up (not counted): the server's first session (it checks the workers' airflow_lake), the OS caches
-    task_seconds(env, "bench_write", "spark_connect_default", tables["spark_connect_default"], source=str(source),
-                 day=0)
+    # the first task over Spark Connect (the server's first session: it checks the workers' airflow_lake, and runs
+    # on a cold JVM): reported on its own lines, not in the rounds' medians; then the OS caches for spark-submit
+    first_execute, first_duration = task_seconds(env, "bench_write", "spark_connect_default",
+                                                 tables["spark_connect_default"], source=str(source), day=0)
     bare_seconds(env, job)
     out: dict[str, list[float]] = {name: [] for name in (
         "bare spark-submit: empty job", "bare spark-submit: the same write in plain PySpark",
         "spark-submit path: write, operator execute", "spark-submit path: write, Airflow task duration",
         "Spark Connect path: write, operator execute", "Spark Connect path: write, Airflow task duration",
         "spark-submit path: no-op, operator execute", "Spark Connect path: no-op, operator execute")}
+    out[FIRST_EXECUTE], out[FIRST_DURATION] = [first_execute], [first_duration]
     for r in range(rounds):
         out["bare spark-submit: empty job"].append(bare_seconds(env, job))
         out["bare spark-submit: the same write in plain PySpark"].append(
@@ -196,8 +218,62 @@ def per_task(work: Path, port: int, rounds: int) -> dict[str, list[float]]:
             out[f"{way}: write, Airflow task duration"].append(duration)
             execute, _ = task_seconds(env, "bench_noop", conn_id, tables[conn_id], source=str(source), day=day)
             out[f"{way}: no-op, operator execute"].append(execute)
-        print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in out.items()), flush=True)
+        print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in out.items()
+                                            if k not in (FIRST_EXECUTE, FIRST_DURATION)), flush=True)
     return out
+
+
+def first_tasks(work: Path, rounds: int) -> dict[str, list[float]]:
+    """The first task over Spark Connect on a server just started, cold (as `--no-warm-up`) and warmed up (the
+    default of `airflow-lake connect-server`), alternating which goes first: a fresh server per task."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_lake.lake import LakeTable
+
+    dags = work / "first-dags"
+    dags.mkdir()
+    (dags / "bench_task.py").write_text(TASK_DAG)
+    source = work / "first-rows.parquet"
+    pq.write_table(pa.table({"id": list(range(10)), "v": [float(i) for i in range(10)]}), source)
+    out: dict[str, list[float]] = {}
+    for r in range(rounds):
+        for warm in ((False, True) if r % 2 == 0 else (True, False)):
+            way = "warmed up" if warm else "cold"
+            base = work / f"first-{r}-{way.replace(' ', '-')}"
+            base.mkdir(parents=True)
+            server = Server(base, warm_up=warm)
+            try:
+                env = {**environment(base / "airflow", base / "lake", server.port),
+                       "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
+                migrate(env)
+                table = str(base / "lake" / "t")
+                LakeTable.create(table, {"schema": "id BIGINT, v DOUBLE", "bucket": {"columns": ["id"], "count": 4}})
+                first = task_seconds(env, "bench_write", "spark_connect_default", table, source=str(source), day=0)
+                second = task_seconds(env, "bench_write", "spark_connect_default", table, source=str(source), day=1)
+            finally:
+                server.stop()
+            for name, value in ((f"{way}: server start (port open)", server.start_seconds),
+                                (f"{way}: warm-up (after the port opened)", server.warm_up_seconds),
+                                (f"{way}: first task, write, operator execute", first[0]),
+                                (f"{way}: first task, write, Airflow task duration", first[1]),
+                                (f"{way}: second task, write, operator execute", second[0])):
+                out.setdefault(name, []).append(value)
+            print(f"first-task round {r + 1}, {way}: " + ", ".join(f"{k.split(': ', 1)[1]} {v[-1]:.2f} s"
+                                                                  for k, v in out.items() if k.startswith(way)),
+                  flush=True)
+    return out
+
+
+def first_report(runs: dict[str, list[float]]) -> str:
+    lines = ["| first task over Spark Connect, a fresh server each | median (s) | min - max (s) | warmed up ÷ cold |",
+             "|---|---|---|---|"]
+    for name, values in runs.items():
+        way, what = name.split(": ", 1)
+        cold = runs.get(f"cold: {what}")
+        ratio = f"{median(values) / median(cold):.2f}" if way == "warmed up" and cold and median(cold) > 0 else ""
+        lines.append(f"| {name} | {median(values):.2f} | {min(values):.2f} - {max(values):.2f} | {ratio} |")
+    return "\n".join(lines)
 
 
 def pipeline(work: Path, port: int, rounds: int, events: int) -> dict[str, list[float]]:
@@ -220,14 +296,15 @@ def pipeline(work: Path, port: int, rounds: int, events: int) -> dict[str, list[
 
 
 def report(tasks: dict[str, list[float]], runs: dict[str, list[float]], events: int) -> str:
-    empty = median(tasks["bare spark-submit: empty job"])
-    same = median(tasks["bare spark-submit: the same write in plain PySpark"])
-    lines = ["| per task: a 10-row write into a 4-bucket table; a no-op (clustering, no plan) | median (s) "
-             "| min - max (s) | ÷ empty job "
-             "| ÷ same write in plain PySpark |", "|---|---|---|---|---|"]
-    for name, values in tasks.items():
-        lines.append(f"| {name} | {median(values):.2f} | {min(values):.2f} - {max(values):.2f} | "
-                     f"{median(values) / empty:.2f} | {median(values) / same:.2f} |")
+    lines: list[str] = []
+    if tasks:
+        empty = median(tasks["bare spark-submit: empty job"])
+        same = median(tasks["bare spark-submit: the same write in plain PySpark"])
+        lines += ["| per task: a 10-row write into a 4-bucket table; a no-op (clustering, no plan) | median (s) "
+                  "| min - max (s) | ÷ empty job | ÷ same write in plain PySpark |", "|---|---|---|---|---|"]
+        for name, values in tasks.items():
+            lines.append(f"| {name} | {median(values):.2f} | {min(values):.2f} - {max(values):.2f} | "
+                         f"{median(values) / empty:.2f} | {median(values) / same:.2f} |")
     if runs:
         submit = median(runs["spark-submit path"])
         lines += ["", f"| example pipeline (`airflow dags test lake_ods_to_dm`, {events:,} events) | median (s) | "
@@ -243,17 +320,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pipeline-rounds", type=int, default=2, help="0 skips the pipeline")
     parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--first-task-rounds", type=int, default=0,
+                        help="also the first task on a fresh server, cold and warmed up, this many times each")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    print("load average at start:", Path("/proc/loadavg").read_text().strip(), flush=True)
+    texts = []
     with scratch_dir("bench-connect-") as work:
-        server = Server(work)
-        try:
-            tasks = per_task(work, server.port, args.rounds)
-            runs = pipeline(work, server.port, args.pipeline_rounds, args.events) if args.pipeline_rounds else {}
-        finally:
-            server.stop()
-    text = report(tasks, runs, args.events)
+        if args.rounds or args.pipeline_rounds:
+            server = Server(work)
+            try:
+                tasks = per_task(work, server.port, args.rounds) if args.rounds else {}
+                runs = pipeline(work, server.port, args.pipeline_rounds, args.events) if args.pipeline_rounds else {}
+            finally:
+                server.stop()
+            texts.append(report(tasks, runs, args.events))
+        if args.first_task_rounds:
+            texts.append(first_report(first_tasks(work, args.first_task_rounds)))
+    text = "\n\n".join(texts)
     print(text)
+    print("load average at end:", Path("/proc/loadavg").read_text().strip())
     if args.out:
         args.out.write_text(text + "\n")
 

@@ -32,10 +32,11 @@ class ConnectServer:
         # GC, and the class-data archive): on the tests' small jobs the optimising compiler costs more than it saves,
         # also over a run's minutes (measured: the Connect side of test_connect.py's parity test, server start
         # included, 58 CPU-s with the JVM's defaults, 32 with SHORT_JVM; four test files on one server, 391 CPU-s
-        # and 313).
+        # and 313). No warm-up (`connect_warm_up`): the suite's first Connect test pays for the cold server, as it
+        # always has, and nothing runs beside the tests that the server's stop would not end.
         command = [sys.executable, "-m", "airflow_lake.cli", "connect-server", "--port", str(self.port),
                    "--master", self.master, "--conf", "spark.ui.enabled=false",
-                   "--conf", "spark.sql.shuffle.partitions=4", *self.extra]
+                   "--conf", "spark.sql.shuffle.partitions=4", "--no-warm-up", *self.extra]
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout

@@ -176,7 +176,8 @@ class ConnectClient:
             app = f"{spark.conf.get('spark.app.id')}@{spark.conf.get('spark.app.startTime')}"
         except Exception:  # a server that does not say: check every time
             return None
-        key = "\n".join((self.url.split(";")[0], app, airflow_lake.__version__,
+        # (the URL without its parameters and trailing slash: Airflow's connection gives sc://h:p/, others sc://h:p)
+        key = "\n".join((self.url.split(";")[0].rstrip("/"), app, airflow_lake.__version__,
                          PurePath(shipped or package_zip()).name, str(self.ship_package)))
         name = hashlib.sha256(key.encode()).hexdigest()[:32]
         return private_dir() / "connect-checks" / name

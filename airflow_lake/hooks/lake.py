@@ -155,6 +155,9 @@ class LakeHook(BaseHook):
 
     def _run_submit(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
         table, request_id = str(payload.get("table", "")), str(payload["request_id"])
+        if (first := self._retry_result(operation, payload)) is not None:
+            # what the job's result line would carry: its metrics as JSON (`protocol.result_line`)
+            return dict(json.loads(json.dumps(first, default=str)))
         done_before = self._committed(operation, table, request_id)
         with tempfile.TemporaryDirectory(prefix="airflow-lake-spec-") as tmp:
             spec_file = os.path.join(tmp, "spec.json")
@@ -199,6 +202,8 @@ class LakeHook(BaseHook):
                                "the server's Spark owns them (set them when starting the server).")
         client = ConnectClient(SparkConnectHook(self.conn_id).get_connection_url(), self.spark_conf,
                                ship_package=self.ship_package)
+        if (first := self._retry_result(operation, payload)) is not None:
+            return first
         self._connect, self._running = client, (table, request_id)
         self.log.info("Running %s on %s over Spark Connect (request %s)", operation, table, request_id)
         try:
@@ -218,6 +223,23 @@ class LakeHook(BaseHook):
         finally:
             self._connect = self._running = None  # before closing: a kill from here on finds nothing to kill
             client.close()
+
+    def _retry_result(self, operation: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """The result of a request that has already committed (an Airflow retry), read from the log in this process
+        before any Spark starts: a spark-submit (or a Connect session) would start only to learn the same. None:
+        the job runs (its request did not complete, or the check failed here: the job says why in its own words)."""
+        from airflow_lake.jobs.runner import committed_result  # the lake core: loaded when a task runs
+
+        try:
+            first = committed_result(operation, payload)
+        except Exception as err:  # e.g. a reused request id: the job refuses it with its usual message and exit code
+            self.log.debug("the retry check of %s in the task's process failed (%s): the job runs", operation, err)
+            return None
+        if first is not None:
+            self.log.info("%s on %s: request %s already committed as instant %s; its result is returned without "
+                          "starting Spark", operation, payload.get("table"), payload["request_id"],
+                          first.get("instant"))
+        return first
 
     def _committed(self, operation: str, table: str, request_id: str) -> str | None:
         """The instant of `request_id` that completed before this run (a retry of a committed task), if any."""

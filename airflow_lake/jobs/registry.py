@@ -21,13 +21,18 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Operation:
-    """An operation: `parse` validates a spec without Spark; `execute` runs it and returns metrics."""
+    """An operation: `parse` validates a spec without Spark; `execute` runs it and returns metrics.
+
+    `retry_result` (operations that need Spark): what `execute` returns for a parsed spec whose request has already
+    committed (an Airflow retry), read from the log alone with no Spark; None when `execute` has to run. It is the
+    same check `execute` makes before its Spark work, so the hook can answer a retry without starting Spark."""
 
     name: str
     parse: Callable[[Mapping[str, Any]], Any]
     execute: Callable[[SparkSession | None, Any], Metrics]
     needs_spark: bool = True
     summary: str = ""
+    retry_result: Callable[[Any], Metrics | None] | None = None
 
 
 _OPERATIONS: dict[str, Operation] = {}

@@ -50,3 +50,20 @@ def run(spark: SparkSession | None, operation: str, spec: Mapping[str, Any]) -> 
     metrics = with_publication(metrics)
     log.info("%s finished in %.1f s: %s", operation, time.monotonic() - started, metrics)
     return metrics
+
+
+def committed_result(operation: str, spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What `run` returns for a request that has already committed (an Airflow retry), read from the log alone in
+    this process, with no Spark: the operation's own retry check (`Operation.retry_result`), so a reused request id
+    with other inputs, or a rebuild whose lake inputs changed, is not taken for a retry. None when the operation has
+    to run: its request never completed (none, pending or rolled back), or it selects nothing (`NothingToDo`).
+    Raises what the operation would raise before its Spark work."""
+    op = registry.get(operation)
+    check_depth(spec, "spec")
+    body, who = caller.split(spec)
+    parsed = op.parse(body)
+    if isinstance(parsed, NothingToDo) or op.retry_result is None:
+        return None
+    with caller.recorded(who):  # (a retry writes nothing; what it tidies of a dead first try is recorded as run's)
+        first = op.retry_result(parsed)
+    return None if first is None else with_publication(first)

@@ -11,14 +11,25 @@ import pytest
 
 from airflow_lake.exceptions import LakeJobError
 from airflow_lake.hooks.lake import LakeHook
+from airflow_lake.hooks.submit import LakeSubmitHook
 from airflow_lake.lake import LakeSpecError, LakeTable
+from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.format.instants import ROLLED_BACK, pending
 from tests.support import FAST_HEARTBEAT, parquet_files_on_disk, table_ids, write_source
 
 pytestmark = pytest.mark.slow
 
 
-def test_submit_returns_the_metrics_stored_in_the_instant(spark: Any, table_path: str, tmp_path: Path) -> None:
+def test_submit_returns_the_metrics_stored_in_the_instant(spark: Any, table_path: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    submitted: list[list[str]] = []
+    real_submit = LakeSubmitHook.submit
+
+    def spy(self: LakeSubmitHook, *args: Any, **kwargs: Any) -> Any:
+        submitted.append(list(self._application_args or []))
+        return real_submit(self, *args, **kwargs)
+
+    monkeypatch.setattr(LakeSubmitHook, "submit", spy)
     hook = LakeHook()
     created = hook.submit("create_table", {"table": table_path, "schema": "id BIGINT, dt STRING, v DOUBLE",
                                            "partition_by": ["dt"]})
@@ -31,9 +42,16 @@ def test_submit_returns_the_metrics_stored_in_the_instant(spark: Any, table_path
     assert metrics["instant"] == entry.instant and metrics["rows_added"] == 20 == entry.metrics["rows_added"]
     assert metrics["files_added"] == 2 and metrics["already_committed"] is False
     assert table_ids(spark, table_path) == list(range(20))
+    assert len(submitted) == 1
     retry = hook.submit("write", {"table": table_path, "source": {"path": source}, "request_id": "r-1"})
-    assert retry["already_committed"] is True and retry["instant"] == metrics["instant"]
+    # answered from the log in this process: no spark-submit, the result the job gives a retry
+    assert len(submitted) == 1 and retry == {**metrics, "already_committed": True}
     assert table_ids(spark, table_path) == list(range(20))  # an Airflow retry gives the same table
+    # a try that did not commit (rolled back) runs again through spark-submit
+    begin(LakeTable.open(table_path), "commit", "write", request_id="r-2").abort()
+    again = hook.submit("write", {"table": table_path, "source": {"path": source}, "request_id": "r-2"})
+    assert len(submitted) == 2 and again["already_committed"] is False and again["instant"] != metrics["instant"]
+    assert table_ids(spark, table_path) == sorted([*range(20), *range(20)])
 
 
 def test_a_failed_job_raises_with_the_tail_of_the_spark_output(table_path: str, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from airflow_lake.hooks.connect import PROCESS_FLAGS
+from airflow_lake.hooks.connect import PROCESS_FLAGS, ConnectClient
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.jobs.protocol import RESULT_PREFIX
 from airflow_lake.jobs.registry import get
@@ -118,7 +118,7 @@ def lake(s3_server: S3Server, s3_connect_server: ConnectServer,
     submitted = [[stable(op, next(results)) for op, _ in chain] for chain in runs["submit"]]
     print(f"chains on S3: Spark Connect {connect_seconds:.1f} s, spark-submit {time.monotonic() - started:.1f} s")
     yield {"root": root, "submitted": submitted, "connected": connected, "copies": s3_server.counter.since(mark),
-           "data": work / "data"}
+           "data": work / "data", "connect_chains": runs["connect"], "connect_url": s3_connect_server.url}
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +210,22 @@ def test_a_csv_source_spelled_s3_is_read_through_s3a(s3_server: S3Server, remote
     spec = {"table": table, "source": {"path": f"{root}/src/a.csv", "format": "csv"}}
     assert run(remote, "write", spec)["rows_added"] == 2
     assert sorted(r["id"] for r in LakeTable.open(table).read(remote).collect()) == [1, 2]
+
+
+def test_a_retry_on_s3_is_answered_from_the_log_without_a_session(lake: dict[str, Any],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[str] = []
+    monkeypatch.setattr(ConnectClient, "open", lambda self: opened.append(self.url))  # (a retry must not get here)
+    host, port = lake["connect_url"].rsplit(":", 1)
+    monkeypatch.setenv("AIRFLOW_CONN_S3_CONNECT", f'{{"conn_type": "spark_connect", "host": "{host}", "port": {port}}}')
+    heads = {name: LakeTable.open(f"{lake['root']}/connect/{name}").commit_log.head() for name in TABLES}
+    retried = []
+    for i, chain in enumerate(lake["connect_chains"]):
+        for n, (operation, spec) in enumerate(chain):
+            # (not the write into `daily`: its query's table, events, changed since, so it is no retry: refused; nor
+            # the delete: the restore after it took events back to before it, so its retry deletes again)
+            if get(operation).needs_spark and not spec["table"].endswith("/daily") and operation != "delete":
+                retry = LakeHook("s3_connect").submit(operation, {**spec, "request_id": f"c{i}/{n}"})
+                retried.append((operation, retry["already_committed"]))
+    assert opened == [] and len(retried) >= 7 and all(done for _, done in retried), retried
+    assert {name: LakeTable.open(f"{lake['root']}/connect/{name}").commit_log.head() for name in TABLES} == heads

@@ -171,6 +171,10 @@ def test_request_ids_and_commit_identity_in_real_dag_runs(tmp_path: Path) -> Non
         ("load", 0): (True, "2024-03-01-clicks-0"), ("load", 1): (True, "2024-03-01-clicks-1")}
     assert {k: v["rows_added"] for k, v in xcoms(db, "lake_clicks", first).items() if k[0] == "load"} == {
         ("load", 0): 3, ("load", 1): 4}
+    # ... answered from the log in the task's process: no spark-submit for them (the first run's two loads, the
+    # views' two and the refused reuse of an id with other data are the five submits)
+    assert {i: log.count(f"request 2024-03-01-clicks-{i} already committed") for i in (0, 1)} == {0: 1, 1: 1}
+    assert log.count("Submitting write on") == 5, log[-5000:]
 
     # item 2: each commit names the task instance that made it; the mapped ones their map index
     recorded = {e.request_id: e.metadata["airflow"] for e in entries}

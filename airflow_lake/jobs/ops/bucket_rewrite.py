@@ -58,4 +58,11 @@ def execute(spark: Any, spec: BucketRewriteSpec) -> dict[str, Any]:
     return requests.result(table.url, OPERATION, entry, already_committed=False, nothing_to_do=entry is None)
 
 
-register(Operation(OPERATION, parse, execute, summary="rewrite partitions into a bucket spec"))
+def retry_result(spec: BucketRewriteSpec) -> dict[str, Any] | None:
+    """What `execute` returns when the spec's request has already committed (read from the log, no Spark), else
+    None (it has to run)."""
+    return requests.retry_result(LakeTable.open(spec.table), request_of(OPERATION, spec))
+
+
+register(Operation(OPERATION, parse, execute, summary="rewrite partitions into a bucket spec",
+                   retry_result=retry_result))

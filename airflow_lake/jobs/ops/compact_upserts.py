@@ -12,8 +12,9 @@ from airflow_lake.jobs.registry import Operation, register
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.spec.partitions import normalize_partitions
 from airflow_lake.lake.spec.strict import SpecReader
+from airflow_lake.lake.spec.table_spec import stored_spec
 from airflow_lake.lake.table import LakeTable
-from airflow_lake.lake.upsert.compact import OPERATION, compact, result_metrics
+from airflow_lake.lake.upsert.compact import OPERATION, committed_compaction, compact, result_metrics
 
 
 @dataclass(frozen=True)
@@ -50,4 +51,16 @@ def execute(spark: Any, spec: CompactUpsertsSpec) -> dict[str, Any]:
     return {"table": table.url, "operation": OPERATION, **result_metrics(done)}
 
 
-register(Operation(OPERATION, parse, execute, summary="fold upserts into base files (primary-key tables)"))
+def retry_result(spec: CompactUpsertsSpec) -> dict[str, Any] | None:
+    """What `execute` returns when the spec's request has already committed (read from the log, no Spark), else
+    None (it has to run)."""
+    table = LakeTable.open(spec.table)
+    if spec.partitions is not None:
+        normalize_partitions(table.spec, spec.partitions)  # refused as `execute` refuses it
+    done = committed_compaction(table, stored_spec(table.state().spec), spec.request_id,
+                                request_of(OPERATION, spec).fingerprint)
+    return None if done is None else {"table": table.url, "operation": OPERATION, **result_metrics(done)}
+
+
+register(Operation(OPERATION, parse, execute, summary="fold upserts into base files (primary-key tables)",
+                   retry_result=retry_result))

@@ -181,8 +181,8 @@ def delete_for(table: LakeTable) -> Runner:
     return _versioned if table.spec.primary_key else _copy_on_write
 
 
-def execute(spark: Any, spec: DeleteSpec) -> dict[str, Any]:
-    """Run the delete; a retry with the same request_id returns the first run's metrics."""
+def _start(spec: DeleteSpec) -> tuple[LakeTable, tuple[QueryTable, ...], requests.Request]:
+    """`execute`'s first step, up to its retry check (no Spark): the table, what a query of keys reads, the request."""
     table = LakeTable.open(spec.table)
     # (the key fields stay out of a filter delete's fingerprint: retries recorded before them still match)
     if spec.keys is not None and not table.spec.primary_key:
@@ -191,6 +191,19 @@ def execute(spark: Any, spec: DeleteSpec) -> dict[str, Any]:
     query_tables = keys_query_tables(table, spec)
     request = request_of(OPERATION, spec, ignore=("keys", "version") if spec.keys is None else (),
                          reads=snapshots_read(query_tables))
+    return table, query_tables, request
+
+
+def retry_result(spec: DeleteSpec) -> dict[str, Any] | None:
+    """What `execute` returns when the spec's request has already committed (read from the log, no Spark), else
+    None (it has to run)."""
+    table, _, request = _start(spec)
+    return requests.retry_result(table, request)
+
+
+def execute(spark: Any, spec: DeleteSpec) -> dict[str, Any]:
+    """Run the delete; a retry with the same request_id returns the first run's metrics."""
+    table, query_tables, request = _start(spec)
     if (first := requests.retry_result(table, request)) is not None:
         return first
     result = delete_for(table)(table, spark, spec, request, query_tables)
@@ -201,4 +214,4 @@ def execute(spark: Any, spec: DeleteSpec) -> dict[str, Any]:
 
 
 register(Operation(OPERATION, parse, execute, summary="delete rows matching filters or a SQL predicate, or keys "
-                   "at a version (primary-key tables)"))
+                   "at a version (primary-key tables)", retry_result=retry_result))

@@ -8,7 +8,15 @@ from typing import Any
 
 from airflow_lake.jobs.ops.common import request_of, table_path
 from airflow_lake.jobs.registry import Operation, register
-from airflow_lake.lake.clustering.execute import ALL, DEFAULT_PARALLELISM, OLDEST, execute_clustering, result_metrics
+from airflow_lake.lake.clustering.execute import (
+    ALL,
+    DEFAULT_PARALLELISM,
+    OLDEST,
+    Executed,
+    committed_runs,
+    execute_clustering,
+    result_metrics,
+)
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.format.instants import is_instant_id
@@ -55,6 +63,21 @@ def execute(spark: Any, spec: ExecuteSpec) -> dict[str, Any]:
     request = request_of(EXECUTE_OPERATION, spec, ignore=("parallelism",))
     ran = execute_clustering(table, spark, plan_id=spec.plan_id, which=spec.which, request_id=spec.request_id,
                              parallelism=spec.parallelism, request_fingerprint=request.fingerprint)
+    return _metrics(table, spec, ran)
+
+
+def retry_result(spec: ExecuteSpec) -> dict[str, Any] | None:
+    """What `execute` returns when every plan it would run has been committed already (by earlier tries of the
+    request; or the plan it names, by anyone), read from the log with no Spark; else None (it has to run)."""
+    table = LakeTable.open(spec.table)
+    request = request_of(EXECUTE_OPERATION, spec, ignore=("parallelism",))
+    ran = committed_runs(table, plan_id=spec.plan_id, which=spec.which, request_id=spec.request_id,
+                         request_fingerprint=request.fingerprint)
+    return None if ran is None else _metrics(table, spec, ran)
+
+
+def _metrics(table: LakeTable, spec: ExecuteSpec, ran: list[Executed]) -> dict[str, Any]:
+    """The metrics of the plans a request ran or found committed."""
     out: dict[str, Any] = {"table": table.url, "operation": EXECUTE_OPERATION, "request_id": spec.request_id,
                            "plans_executed": len(ran),
                            "plans_already_committed": sum(1 for r in ran if r.already_committed)}
@@ -68,4 +91,5 @@ def execute(spark: Any, spec: ExecuteSpec) -> dict[str, Any]:
     return out
 
 
-register(Operation(EXECUTE_OPERATION, parse, execute, summary="run a clustering plan as one replace commit"))
+register(Operation(EXECUTE_OPERATION, parse, execute, summary="run a clustering plan as one replace commit",
+                   retry_result=retry_result))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake.jobs.ops.common import check_source_filters, request_of, table_path, without_query
 from airflow_lake.jobs.registry import Operation, register
@@ -12,6 +12,7 @@ from airflow_lake.lake.commit import requests
 from airflow_lake.lake.commit.reads import Pin
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.sources.incremental import (
+    Position,
     consumed_metadata,
     consumed_metrics,
     nothing_changed,
@@ -19,7 +20,14 @@ from airflow_lake.lake.sources.incremental import (
     resolve_positions,
     windows,
 )
-from airflow_lake.lake.sources.load import Source, load, prune_to_changes, resolve_tables, snapshots_read
+from airflow_lake.lake.sources.load import (
+    QueryTable,
+    Source,
+    load,
+    prune_to_changes,
+    resolve_tables,
+    snapshots_read,
+)
 from airflow_lake.lake.sources.strict_files import source_error
 from airflow_lake.lake.spec.evolution import ADD_COLUMNS, check_schema_evolution
 from airflow_lake.lake.spec.strict import SpecReader
@@ -28,6 +36,9 @@ from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.upsert.physical import value_columns
 from airflow_lake.lake.upsert.upsert import DEFAULT_DELETE_COLUMN, OPERATION, Upserted, result_metrics, versioned_upsert
 from airflow_lake.lake.upsert.versions import parse_version
+
+if TYPE_CHECKING:
+    from airflow_lake.lake.format.snapshots import TableState
 
 
 @dataclass(frozen=True)
@@ -77,20 +88,12 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
 
     A query that reads the table itself reads it at the upsert's base, and incremental upstreams are read and
     consumed as a write consumes them (see `write.execute`)."""
-    table = LakeTable.open(spec.table)
-    base = table.state()  # before anything is read: the spec, the applied versions, a query over this table
-    table_spec = stored_spec(base.spec)
-    # (left out, the evolution fields are not part of the fingerprint: retries recorded before them still match)
-    pin = Pin.of(table, base)
-    positions = resolve_positions(spec.source.incremental, base, pin)  # where each upstream's window starts, ends
-    query_tables = resolve_tables(spec.source, pin, pinned(positions))  # metadata only: snapshots and files read
-    request = request_of(OPERATION, spec, ignore=(() if spec.schema_evolution == ADD_COLUMNS
-                                                  else ("schema_evolution", "merge_operators"))
-                         + (() if spec.delete_column else ("delete_column",)), reads=snapshots_read(query_tables))
-    if (prior := requests.committed(table, request)) is not None:  # before the source is read: it may be gone
-        return {"table": table.url, "operation": OPERATION, **result_metrics(Upserted(prior, True))}
-    upstreams = windows(positions)  # after the retry check: a retry reads no window (it may be cleaned by now)
-    query_tables = prune_to_changes(query_tables, upstreams)  # tables read in their changed partitions only
+    start = _start(spec)
+    if (first := _retry_of(start)) is not None:  # before the source is read: it may be gone
+        return first
+    table, base, table_spec, pin, request = start.table, start.base, start.table_spec, start.pin, start.request
+    upstreams = windows(start.positions)  # after the retry check: a retry reads no window (it may be cleaned by now)
+    query_tables = prune_to_changes(start.query_tables, upstreams)  # tables read in their changed partitions only
     if nothing_changed(upstreams):
         return without_query(table, OPERATION, base, upstreams, request=request, source=spec.source.describe())
     column = spec.version_column or (None if spec.version is not None else table_spec.version_column)
@@ -119,4 +122,46 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
     return {"table": table.url, "operation": OPERATION, **result_metrics(upserted)}
 
 
-register(Operation(OPERATION, parse, execute, summary="upsert by primary key with a version (merge-on-read)"))
+@dataclass(frozen=True)
+class _Start:
+    """What an upsert reads before its retry check (metadata only): the table at its base, the request it makes."""
+
+    table: LakeTable
+    base: TableState
+    table_spec: TableSpec
+    pin: Pin
+    positions: tuple[Position, ...]
+    query_tables: tuple[QueryTable, ...]
+    request: requests.Request
+
+
+def _start(spec: UpsertSpec) -> _Start:
+    """`execute`'s first step, up to its retry check: no Spark, nothing read but the logs."""
+    table = LakeTable.open(spec.table)
+    base = table.state()  # before anything is read: the spec, the applied versions, a query over this table
+    table_spec = stored_spec(base.spec)
+    # (left out, the evolution fields are not part of the fingerprint: retries recorded before them still match)
+    pin = Pin.of(table, base)
+    positions = resolve_positions(spec.source.incremental, base, pin)  # where each upstream's window starts, ends
+    query_tables = resolve_tables(spec.source, pin, pinned(positions))  # metadata only: snapshots and files read
+    request = request_of(OPERATION, spec, ignore=(() if spec.schema_evolution == ADD_COLUMNS
+                                                  else ("schema_evolution", "merge_operators"))
+                         + (() if spec.delete_column else ("delete_column",)), reads=snapshots_read(query_tables))
+    return _Start(table, base, table_spec, pin, positions, query_tables, request)
+
+
+def _retry_of(start: _Start) -> dict[str, Any] | None:
+    """The first try's result when the request has committed (flagged `already_committed`), else None."""
+    if (prior := requests.committed(start.table, start.request)) is None:
+        return None
+    return {"table": start.table.url, "operation": OPERATION, **result_metrics(Upserted(prior, True))}
+
+
+def retry_result(spec: UpsertSpec) -> dict[str, Any] | None:
+    """What `execute` returns when the spec's request has already committed (read from the log, no Spark), else
+    None (it has to run)."""
+    return _retry_of(_start(spec))
+
+
+register(Operation(OPERATION, parse, execute, summary="upsert by primary key with a version (merge-on-read)",
+                   retry_result=retry_result))

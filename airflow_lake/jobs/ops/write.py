@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake.jobs.ops.common import (
     NothingToDo,
@@ -19,6 +19,7 @@ from airflow_lake.lake.commit import requests
 from airflow_lake.lake.commit.reads import Pin
 from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.sources.incremental import (
+    Position,
     consumed_metadata,
     consumed_metrics,
     nothing_changed,
@@ -26,15 +27,25 @@ from airflow_lake.lake.sources.incremental import (
     resolve_positions,
     windows,
 )
-from airflow_lake.lake.sources.load import Source, load, prune_to_changes, resolve_tables, snapshots_read
+from airflow_lake.lake.sources.load import (
+    QueryTable,
+    Source,
+    load,
+    prune_to_changes,
+    resolve_tables,
+    snapshots_read,
+)
 from airflow_lake.lake.sources.strict_files import source_error
 from airflow_lake.lake.spark.schema import nullable_columns
 from airflow_lake.lake.spec.evolution import check_schema_evolution
 from airflow_lake.lake.spec.partitions import DYNAMIC, normalize_partitions
 from airflow_lake.lake.spec.strict import SpecReader
-from airflow_lake.lake.spec.table_spec import stored_spec
+from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.write import append_overwrite as lake_write
+
+if TYPE_CHECKING:
+    from airflow_lake.lake.format.snapshots import TableState
 
 
 @dataclass(frozen=True)
@@ -93,21 +104,12 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     Incremental upstreams (`sources.incremental`): their changes since this table's consumed positions (at the
     base) up to their heads now; the commit records the new positions. Without a data-changing commit in any
     window the query is not run (`without_query`)."""
-    table = LakeTable.open(spec.table)
-    base = table.state()  # before anything is read: the spec, the partitions, a query over this table
-    base_spec = stored_spec(base.spec)
-    normalize_partitions(base_spec, spec.partitions)  # fail before reading the source
-    pin = Pin.of(table, base)
-    positions = resolve_positions(spec.source.incremental, base, pin)  # where each upstream's window starts, ends
-    query_tables = resolve_tables(spec.source, pin, pinned(positions))  # metadata only: snapshots and files read
-    # (left out, schema_evolution is not part of the fingerprint: retries recorded before it existed still match)
-    request = request_of("write", spec, ignore=("max_exchanges", *(("schema_evolution",)
-                                                                   if spec.schema_evolution == "none" else ())),
-                         reads=snapshots_read(query_tables), rebuild=spec.mode == "overwrite")
-    if (first := requests.retry_result(table, request)) is not None:  # before the source is read: it may be gone
-        return first
-    upstreams = windows(positions)  # after the retry check: a retry reads no window (it may be cleaned by now)
-    query_tables = prune_to_changes(query_tables, upstreams)  # tables read in their changed partitions only
+    start = _start(spec)
+    if (first := requests.retry_result(start.table, start.request)) is not None:  # before the source is read
+        return first  # (it may be gone)
+    table, base, base_spec, pin, request = start.table, start.base, start.base_spec, start.pin, start.request
+    upstreams = windows(start.positions)  # after the retry check: a retry reads no window (it may be cleaned by now)
+    query_tables = prune_to_changes(start.query_tables, upstreams)  # tables read in their changed partitions only
     if nothing_changed(upstreams):
         return without_query(table, "write", base, upstreams, request=request, source=spec.source.describe())
     scans: dict[str, dict[str, int]] = {}
@@ -130,4 +132,41 @@ def execute(spark: Any, spec: WriteSpec) -> dict[str, Any]:
     return requests.result(table.url, "write", entry, already_committed=False)
 
 
-register(Operation("write", parse, execute, summary="append or overwrite from files or a query"))
+@dataclass(frozen=True)
+class _Start:
+    """What a write reads before its retry check (metadata only): the table at its base, the request it makes."""
+
+    table: LakeTable
+    base: TableState
+    base_spec: TableSpec
+    pin: Pin
+    positions: tuple[Position, ...]
+    query_tables: tuple[QueryTable, ...]
+    request: requests.Request
+
+
+def _start(spec: WriteSpec) -> _Start:
+    """`execute`'s first step, up to its retry check: no Spark, nothing read but the logs."""
+    table = LakeTable.open(spec.table)
+    base = table.state()  # before anything is read: the spec, the partitions, a query over this table
+    base_spec = stored_spec(base.spec)
+    normalize_partitions(base_spec, spec.partitions)  # fail before reading the source
+    pin = Pin.of(table, base)
+    positions = resolve_positions(spec.source.incremental, base, pin)  # where each upstream's window starts, ends
+    query_tables = resolve_tables(spec.source, pin, pinned(positions))  # metadata only: snapshots and files read
+    # (left out, schema_evolution is not part of the fingerprint: retries recorded before it existed still match)
+    request = request_of("write", spec, ignore=("max_exchanges", *(("schema_evolution",)
+                                                                   if spec.schema_evolution == "none" else ())),
+                         reads=snapshots_read(query_tables), rebuild=spec.mode == "overwrite")
+    return _Start(table, base, base_spec, pin, positions, query_tables, request)
+
+
+def retry_result(spec: WriteSpec) -> dict[str, Any] | None:
+    """What `execute` returns when the spec's request has already committed (read from the log, no Spark), else
+    None (it has to run)."""
+    start = _start(spec)
+    return requests.retry_result(start.table, start.request)
+
+
+register(Operation("write", parse, execute, summary="append or overwrite from files or a query",
+                   retry_result=retry_result))

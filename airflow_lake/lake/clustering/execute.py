@@ -73,20 +73,16 @@ def execute_clustering(table: TableMetadata, spark: SparkSession, *, plan_id: st
     if plan_id is None and which not in (OLDEST, ALL):
         raise LakeSpecError("which", f"{which!r} is not allowed.", "Use 'oldest' or 'all', or give plan_id.")
     if plan_id is not None:
-        prior = requests.committed(table, requests.Request(EXECUTE_OPERATION, request_id, request_fingerprint))
-        if prior is not None and prior.metadata.get(COMPLETES) == plan_id:
-            return [Executed(plan_id, prior, True)]
+        if (done := _committed_plan(table, plan_id, request_id, request_fingerprint)) is not None:
+            return [done]
         return [execute_plan(table, spark, plan_id, request_id=request_id, parallelism=parallelism,
                              request_fingerprint=request_fingerprint)]
     out = _earlier_runs(table, request_id, request_fingerprint)
     if which == OLDEST and out:
         return out
     pending = pending_plans(table)
-    damaged = [p for p in pending if p.plan is None]
+    damaged = _warn_damaged(table, pending)
     todo = [p.id for p in pending if p.plan is not None][:1 if which == OLDEST else None]
-    for plan in damaged:
-        log.warning("skipping clustering plan %s: it cannot be run (%s). Fix: `%s`, then schedule a new plan.",
-                    plan.id, plan.problem, rollback_command(table, plan.id))
     if damaged and not todo and not out:
         ids = ", ".join(p.id for p in damaged)
         raise LakeSpecError("which", f"the pending clustering plan(s) {ids} of {table.url!r} cannot be run "
@@ -98,6 +94,42 @@ def execute_clustering(table: TableMetadata, spark: SparkSession, *, plan_id: st
         out.append(execute_plan(table, spark, pid, request_id=rid, parallelism=parallelism,
                                 request_fingerprint=request_fingerprint))
     return out
+
+
+def committed_runs(table: TableMetadata, *, plan_id: str | None = None, which: str = OLDEST,
+                   request_id: str | None = None, request_fingerprint: str | None = None) -> list[Executed] | None:
+    """What `execute_clustering` returns when all it would do is return commits already made — by earlier tries of
+    the request, or the plan `plan_id` executed already — read from the log alone, with no Spark; None when a plan
+    is left to run, or when nothing was committed (then the run itself reports a no-op or an error)."""
+    if plan_id is not None:
+        done = _committed_plan(table, plan_id, request_id, request_fingerprint)
+        return None if done is None else [done]
+    out = _earlier_runs(table, request_id, request_fingerprint)
+    if not out or which == OLDEST:
+        return out or None
+    pending = pending_plans(table)
+    if any(p.plan is not None for p in pending):  # "all" runs the plans still pending
+        return None
+    _warn_damaged(table, pending)
+    return out
+
+
+def _committed_plan(table: TableMetadata, plan_id: str, request_id: str | None,
+                    request_fingerprint: str | None) -> Executed | None:
+    """The commit that executed plan `plan_id` under this request, or under any (`_executed_already`), if any."""
+    prior = requests.committed(table, requests.Request(EXECUTE_OPERATION, request_id, request_fingerprint))
+    if prior is not None and prior.metadata.get(COMPLETES) == plan_id:
+        return Executed(plan_id, prior, True)
+    return _executed_already(table, plan_id)
+
+
+def _warn_damaged(table: TableMetadata, pending: list[PendingPlan]) -> list[PendingPlan]:
+    """The pending plans that cannot be run, each logged with the command that drops it."""
+    damaged = [p for p in pending if p.plan is None]
+    for plan in damaged:
+        log.warning("skipping clustering plan %s: it cannot be run (%s). Fix: `%s`, then schedule a new plan.",
+                    plan.id, plan.problem, rollback_command(table, plan.id))
+    return damaged
 
 
 def _nth_request(request_id: str, index: int) -> str:
@@ -117,15 +149,9 @@ def _earlier_runs(table: TableMetadata, request_id: str | None, fingerprint: str
 def execute_plan(table: TableMetadata, spark: SparkSession, plan_id: str, *, request_id: str | None = None,
                  parallelism: int = DEFAULT_PARALLELISM, request_fingerprint: str | None = None) -> Executed:
     """Run one plan (see the module docstring)."""
-    if not instants.is_instant_id(str(plan_id)):
-        raise LakeSpecError("plan_id", f"{plan_id!r} is not an instant id.", "Give the id schedule_clustering "
-                            "returned (17 digits), or leave it out to run the oldest pending plan.")
+    if (done := _executed_already(table, plan_id)) is not None:
+        return done
     state = table.state()
-    if plan_id in state.instants:
-        entry = table.commit_log.read(state.instants[plan_id])
-        log.info("clustering plan %s was already executed by instant %s", plan_id, entry.instant)
-        recovery.tidy_if_left(table, entry)  # its executor may have died just past the commit
-        return Executed(plan_id, entry, True)
     if plan_id in state.rolled_back:
         raise LakePlanAborted(f"clustering plan {plan_id} was rolled back ({_rollback_reason(table, plan_id)}); "
                               "nothing of it was committed. Fix: schedule a new plan (its files are planned again).")
@@ -175,6 +201,20 @@ def execute_plan(table: TableMetadata, spark: SparkSession, plan_id: str, *, req
     except OSError:  # a finished plan's leftovers; the next writer tidies them
         log.warning("removing the pending files of plan %s failed", plan_id, exc_info=True)
     return Executed(plan_id, entry, False)
+
+
+def _executed_already(table: TableMetadata, plan_id: str) -> Executed | None:
+    """The commit that executed plan `plan_id`, if it has been executed (metadata only)."""
+    if not instants.is_instant_id(str(plan_id)):
+        raise LakeSpecError("plan_id", f"{plan_id!r} is not an instant id.", "Give the id schedule_clustering "
+                            "returned (17 digits), or leave it out to run the oldest pending plan.")
+    state = table.state()
+    if plan_id not in state.instants:
+        return None
+    entry = table.commit_log.read(state.instants[plan_id])
+    log.info("clustering plan %s was already executed by instant %s", plan_id, entry.instant)
+    recovery.tidy_if_left(table, entry)  # its executor may have died just past the commit
+    return Executed(plan_id, entry, True)
 
 
 @dataclass(frozen=True)
@@ -273,4 +313,5 @@ def result_metrics(executed: Executed) -> dict[str, Any]:
                                  already_committed=executed.already_committed)
 
 
-__all__ = ["ALL", "OLDEST", "Executed", "execute_clustering", "execute_plan", "result_metrics", "rewrite_group"]
+__all__ = ["ALL", "OLDEST", "Executed", "committed_runs", "execute_clustering", "execute_plan", "result_metrics",
+           "rewrite_group"]

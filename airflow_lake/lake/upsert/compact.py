@@ -83,12 +83,8 @@ def compact(table: TableMetadata, spark: SparkSession, *, partitions: Sequence[M
 
     base = table.state()  # the spec and files compaction reads: a spec change or replace since conflicts
     spec = stored_spec(base.spec)
-    if not spec.primary_key:
-        raise LakeSpecError("table", f"{table.url!r} has no primary key: there are no upserts to compact.",
-                            "Use clustering to merge the small files of a plain table.")
-    prior = requests.committed(table, requests.Request(OPERATION, request_id, request_fingerprint))
-    if prior is not None:
-        return Compacted(prior, True)
+    if (prior := committed_compaction(table, spec, request_id, request_fingerprint)) is not None:
+        return prior
     chosen = normalize_partitions(spec, partitions) if partitions is not None else None
     if _inputs(base, spec.bucket.count if spec.bucket else 1, chosen) == []:
         log.info("compact %s: no partition has more files than buckets or upserts since its compaction; nothing to "
@@ -122,6 +118,17 @@ def compact(table: TableMetadata, spark: SparkSession, *, partitions: Sequence[M
     except BaseException:
         txn.abort()
         raise
+
+
+def committed_compaction(table: TableMetadata, spec: TableSpec, request_id: str | None,
+                         request_fingerprint: str | None) -> Compacted | None:
+    """The commit of `request_id` if it has committed (a retry: `compact` returns it and writes nothing), else None;
+    metadata only. `spec`: the table's; one without a primary key is refused, as `compact` refuses it."""
+    if not spec.primary_key:
+        raise LakeSpecError("table", f"{table.url!r} has no primary key: there are no upserts to compact.",
+                            "Use clustering to merge the small files of a plain table.")
+    prior = requests.committed(table, requests.Request(OPERATION, request_id, request_fingerprint))
+    return None if prior is None else Compacted(prior, True)
 
 
 @dataclass(frozen=True)
