@@ -48,10 +48,12 @@ SNAP_SHARE = 0.25  # a cut may move by this share of a file's rows either way, t
 @dataclass(frozen=True)
 class Coordinate:
     """How one sort column becomes a coordinate: SAMPLE ranks among `bounds` spread over `ranges` (see
-    `sample.expand`), DIRECT (`bounds` None) keeps the low bits of `coordinates.direct_value`."""
+    `sample.expand`), at each rank's position in 0..ranges-1 (`sample.weighted_ranges`; None: the rank itself),
+    DIRECT (`bounds` None) keeps the low bits of `coordinates.direct_value`."""
 
     bounds: np.ndarray | sample.StringBounds | None = None
     ranges: int = 1
+    positions: np.ndarray | None = None  # uint64, one per rank (len(bounds) + 1), non-decreasing, < ranges
 
     def of(self, values: pa.Array, bits: int) -> np.ndarray:
         """`np.uint64` coordinates of `bits` bits; NULL is the largest."""
@@ -61,8 +63,9 @@ class Coordinate:
         if self.bounds is None:  # the bits above `bits` are the same in every row (`_varying_bits`)
             raw = pc.fill_null(values, -1).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
             return np.asarray(raw.view(np.uint64) & top)
-        spread = (np.arange(self.ranges, dtype=np.uint64) << np.uint64(bits)) // np.uint64(self.ranges)
-        out = np.asarray(spread[sample.rank(values, self.bounds)])  # rank * 2**bits // ranges (sample.expand)
+        at = np.arange(self.ranges, dtype=np.uint64) if self.positions is None else self.positions
+        spread = (at << np.uint64(bits)) // np.uint64(self.ranges)
+        out = np.asarray(spread[sample.rank(values, self.bounds)])  # position * 2**bits // ranges (sample.expand)
         if values.null_count:
             out[values.is_null().to_numpy(zero_copy_only=False)] = top
         return out
@@ -244,9 +247,10 @@ def add_keys(df: DataFrame, layout: Layout, spec: TableSpec, *, files: int = 1, 
     weights = np.array([c[1] for c in candidates], dtype=np.float64)
     if layout.curve == SAMPLE:
         ranges = min(layout.sample_ranges, max(1, len(candidates)))
-        bounds = [sample.determine_bounds(list(zip(col, weights.tolist(), strict=True)), ranges) for col in columns]
-        bits, counts = sample.expand(bounds)
-        coords = tuple(Coordinate(sample.bound_array(b), n) for b, n in zip(bounds, counts, strict=True))
+        coords = tuple(Coordinate(sample.bound_array(b), ranges, np.array(at, dtype=np.uint64))
+                       for b, at in (sample.weighted_ranges(list(zip(col, weights.tolist(), strict=True)), ranges)
+                                     for col in columns))
+        bits = max(1, (ranges - 1).bit_length())  # positions are < ranges (sample.expand)
     else:
         bits = _varying_bits(keys)
         coords = tuple(Coordinate() for _ in inputs)
