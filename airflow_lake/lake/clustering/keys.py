@@ -285,11 +285,12 @@ def _roundest(low: int, high: int) -> int:
     return (high >> shift) << shift
 
 
-def add_keys(df: DataFrame, layout: Layout, spec: TableSpec, *, files: int = 1, seed: int = 0
-             ) -> tuple[DataFrame, list[str], Column | None]:
+def add_keys(df: DataFrame, layout: Layout, spec: TableSpec, *, files: int = 1, seed: int = 0,
+             rows: int | None = None) -> tuple[DataFrame, list[str], Column | None]:
     """`df` with the columns to sort by and their names, and for `files` > 1 the column to repartition by
     into `files` partitions (None: LINEAR, or nothing sampled; then use `repartitionByRange` of the keys).
-    LINEAR sorts by the columns themselves."""
+    LINEAR sorts by the columns themselves. `rows`: the rows of `df`, if known (then the sample is taken
+    without counting them first, `sample.sample_rows`)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
 
@@ -305,8 +306,11 @@ def add_keys(df: DataFrame, layout: Layout, spec: TableSpec, *, files: int = 1, 
     candidates: list[tuple[tuple[Any, ...], float]] = []
     if layout.curve == SAMPLE or files > 1:
         # enough sampled rows per file too (Spark's RangePartitioner takes 20 per partition)
-        plan = sample.sample_plan(sample.partition_counts(keys), max(layout.sample_ranges, files))
-        candidates = sample.sample(keys, plan, seed)
+        if rows is not None:
+            candidates = sample.sample_rows(df, inputs, rows, max(layout.sample_ranges, files), seed)
+        else:
+            plan = sample.sample_plan(sample.partition_counts(keys), max(layout.sample_ranges, files))
+            candidates = sample.sample(keys, plan, seed)
     columns = [[c[0][i] for c in candidates] for i in range(len(inputs))]
     weights = np.array([c[1] for c in candidates], dtype=np.float64)
     if layout.curve == SAMPLE:

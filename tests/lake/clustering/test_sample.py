@@ -85,6 +85,18 @@ def test_skewed_partitions_are_sampled_with_the_seeds_weights(spark: Any) -> Non
     assert got == sample.sample(keys, plan, seed=1)  # the same seed, the same sample: retries lay out alike
 
 
+def test_a_known_row_count_samples_in_one_job_with_equal_weights(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, 100_000, 1, 4).withColumn("x", F.col("id") * 3)
+    got = sample.sample_rows(df, sample.sample_keys(["x"], ["bigint"]), 100_000, ranges=64, seed=2)
+    assert 3200 < len(got) < 4500  # ~ 3 * 20 * 64 = 3840 rows kept, uniformly
+    assert sum(w for _, w in got) == pytest.approx(100_000) and len({w for _, w in got}) == 1
+    assert all(k[0] % 3 == 0 for k, _ in got) and len({k for k, _ in got}) == len(got)
+    assert got == sample.sample_rows(df, sample.sample_keys(["x"], ["bigint"]), 100_000, ranges=64, seed=2)
+    assert len(sample.sample_rows(df.limit(10), sample.sample_keys(["x"], ["bigint"]), 10, ranges=64)) == 10
+
+
 def test_ranks_count_the_bounds_below_and_spread_over_the_same_bits() -> None:
     values = pa.array([5, 10, 11, 30, 31, None, 20], type=pa.int64())
     strings = pa.array(["a", "b", "c", "d", "e", None, "b"])
