@@ -33,10 +33,20 @@ of it (`shutil.copytree`, outside the timed region).
            quantiles of the actual s values), the share of files opened from the footers (s compared as str);
            the Spark baseline (by x) and an ideal grid (x ranges x s quantiles) for reference. One run each.
 
+`--data skewed` (issue 37): heavily duplicated, skewed x, y instead of the uniform ones in (1) and (2): x DOUBLE =
+           lognormal(0, 1) rounded to 0.1 (about 550 distinct values; the most common holds ~6.5 % of the rows),
+           y BIGINT = numpy's zipf(1.3) capped at 1e9 (1 holds ~25 %, 2 ~10 %, then a long tail). Box queries are
+           10% of the rows wide in the rank of x and 10% in the rank of y (bounds are actual values, so a box
+           inside a run of one value is that value alone); the ideal grid cuts x and y each into equal-count
+           ranges at the data's own quantiles, every cut between two distinct values (`quantile_cuts`: a run
+           of one value is never split), its cells' boxes the min/max of their rows. Every layout row gets its
+           share of files divided by the ideal's ("/ ideal").
+
 Goals printed beside the times: LINEAR <= 1.15x, ZORDER SAMPLE <= 1.4x, HILBERT SAMPLE <= 1.5x the baseline.
 
     .venv/bin/python benchmarks/bench_clustering.py --out /tmp/bench_clustering.md          # 8M rows, ~4 min
     .venv/bin/python benchmarks/bench_clustering.py --rows 400000 --string-rows 200000 --rounds 1   # smoke run
+    .venv/bin/python benchmarks/bench_clustering.py --data skewed --skip-delta --skip-strings   # issue 37's layout
     .venv/bin/python benchmarks/bench_clustering.py --variants hilbert-sample --skip-delta \
         --conf spark.sql.execution.arrow.maxRecordsPerBatch=100000                          # a session setting
 """
