@@ -33,10 +33,20 @@ of it (`shutil.copytree`, outside the timed region).
            quantiles of the actual s values), the share of files opened from the footers (s compared as str);
            the Spark baseline (by x) and an ideal grid (x ranges x s quantiles) for reference. One run each.
 
+`--data skewed` (issue 37): heavily duplicated, skewed x, y instead of the uniform ones in (1) and (2): x DOUBLE =
+           lognormal(0, 1) rounded to 0.1 (about 550 distinct values; the most common holds ~6.5 % of the rows),
+           y BIGINT = numpy's zipf(1.3) capped at 1e9 (1 holds ~25 %, 2 ~10 %, then a long tail). Box queries are
+           10% of the rows wide in the rank of x and 10% in the rank of y (bounds are actual values, so a box
+           inside a run of one value is that value alone); the ideal grid cuts x and y each into equal-count
+           ranges at the data's own quantiles, every cut between two distinct values (`quantile_cuts`: a run
+           of one value is never split), its cells' boxes the min/max of their rows. Every layout row gets its
+           share of files divided by the ideal's ("/ ideal").
+
 Goals printed beside the times: LINEAR <= 1.15x, ZORDER SAMPLE <= 1.4x, HILBERT SAMPLE <= 1.5x the baseline.
 
     .venv/bin/python benchmarks/bench_clustering.py --out /tmp/bench_clustering.md          # 8M rows, ~4 min
     .venv/bin/python benchmarks/bench_clustering.py --rows 400000 --string-rows 200000 --rounds 1   # smoke run
+    .venv/bin/python benchmarks/bench_clustering.py --data skewed --skip-delta --skip-strings   # issue 37's layout
     .venv/bin/python benchmarks/bench_clustering.py --variants hilbert-sample --skip-delta \
         --conf spark.sql.execution.arrow.maxRecordsPerBatch=100000                          # a session setting
 """
@@ -81,6 +91,10 @@ BOX_SHARE = 0.1  # a box is 10% of each dimension: 1% of the 2-d domain
 URL_PREFIX = b"http://www."
 URL_SUFFIX = 8
 SCHEMA_XY = "x bigint, y bigint, p string"
+SCHEMA_SKEWED = "x double, y bigint, p string"
+ZIPF_A = 1.3
+ZIPF_CAP = 10**9
+DATA_KINDS = ("uniform", "skewed")
 SCHEMA_XS = "x bigint, s string"
 WARMUP_ROWS = 50_000
 BASELINE = "spark"
@@ -152,6 +166,16 @@ def xy_chunk(rows: int, index: int) -> pa.Table:
     rng = np.random.default_rng([SEED, 1, index])
     return pa.table({"x": rng.integers(0, DOMAIN, rows, dtype=np.int64),
                      "y": rng.integers(0, DOMAIN, rows, dtype=np.int64),
+                     "p": random_letters(rng, rows, PAYLOAD_BYTES)})
+
+
+def skewed_chunk(rows: int, index: int) -> pa.Table:
+    """Heavily duplicated, skewed x, y: x lognormal(0, 1) rounded to one decimal (about 100 distinct values
+    hold nearly every row, the most common ~4 % each), y Zipf-like integers (numpy's zipf(1.3): 1 holds
+    ~25 % of the rows, 2 ~10 %, then a long tail; capped at 1e9)."""
+    rng = np.random.default_rng([SEED, 3, index])
+    return pa.table({"x": np.round(rng.lognormal(0.0, 1.0, rows), 1),
+                     "y": np.minimum(rng.zipf(ZIPF_A, rows), ZIPF_CAP).astype(np.int64),
                      "p": random_letters(rng, rows, PAYLOAD_BYTES)})
 
 
@@ -284,6 +308,62 @@ def ideal_expectation(files: int) -> tuple[float, float]:
     inside = 100.0 * expected_cells(nx) * expected_cells(ny) / files
     no_edges = 100.0 * (1 + BOX_SHARE * nx) * (1 + BOX_SHARE * ny) / files
     return inside, no_edges
+
+
+def rank_boxes(sorted_x: np.ndarray, sorted_y: np.ndarray, seed: int) -> list[FileBox]:
+    """Boxes 10% of the rows wide in the rank of x and 10% in the rank of y (bounds are actual values, so a
+    window inside a run of one value is that value alone): the 1% box of skewed data."""
+    n = len(sorted_x)
+    span = max(1, int(n * BOX_SHARE))
+    rng = np.random.default_rng([SEED, seed])
+    out: list[FileBox] = []
+    for _ in range(BOXES):
+        a, b = (int(r) for r in rng.integers(0, n - span + 1, size=2))
+        out.append((sorted_x[a].item(), sorted_x[a + span - 1].item(),
+                    sorted_y[b].item(), sorted_y[b + span - 1].item()))
+    return out
+
+
+def quantile_cuts(sorted_values: np.ndarray, ranges: int) -> np.ndarray:
+    """Row positions (into `sorted_values`) that cut it into up to `ranges` ranges of near equal rows, every
+    cut between two distinct values (a run of one value is never split): each cut at the boundary nearest
+    the point that shares the rows still to cut evenly, so one heavy value does not leave later ranges empty."""
+    n = len(sorted_values)
+    boundaries = np.flatnonzero(sorted_values[1:] != sorted_values[:-1]) + 1  # positions between distinct values
+    cuts: list[int] = []
+    start, used = 0, 0  # the rows cut off so far; boundaries[:used] are at or below `start`
+    pieces = min(ranges, len(boundaries) + 1)
+    for i in range(1, pieces):
+        target = start + (n - start) / (pieces - i + 1)
+        lowest, highest = used, len(boundaries) - (pieces - i)  # leave a boundary for every later cut
+        j = min(max(int(np.searchsorted(boundaries, target)), lowest), highest)
+        if j > lowest and target - boundaries[j - 1] <= boundaries[j] - target:
+            j -= 1
+        cuts.append(int(boundaries[j]))
+        start, used = int(boundaries[j]), j + 1
+    return np.array(cuts, dtype=np.int64)
+
+
+def ideal_quantile_grid(x: np.ndarray, y: np.ndarray, files: int) -> list[FileBox | None]:
+    """The ideal grid of skewed data: grid_shape(files) cells, x and y each cut into equal-count ranges over
+    the data's own quantiles, cuts between distinct values (`quantile_cuts`); a cell's box is the min/max of
+    its rows (as its footer would say); an empty cell is a file nothing opens."""
+    nx, ny = grid_shape(files)
+    sx, sy = np.sort(x), np.sort(y)
+    x_cut = sx[quantile_cuts(sx, nx)]  # a row is in x range i: the number of cut values <= its x
+    y_cut = sy[quantile_cuts(sy, ny)]
+    cell = np.searchsorted(x_cut, x, side="right") * ny + np.searchsorted(y_cut, y, side="right")
+    order = np.argsort(cell, kind="stable")
+    ordered = cell[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    boxes: list[FileBox | None] = [None] * files
+    xo, yo = x[order], y[order]
+    for c, lo_x, hi_x, lo_y, hi_y in zip(ordered[starts].tolist(), np.minimum.reduceat(xo, starts).tolist(),
+                                         np.maximum.reduceat(xo, starts).tolist(),
+                                         np.minimum.reduceat(yo, starts).tolist(),
+                                         np.maximum.reduceat(yo, starts).tolist(), strict=True):
+        boxes[c] = (lo_x, hi_x, lo_y, hi_y)
+    return boxes
 
 
 def string_boxes(sorted_s: pa.Array, seed: int) -> list[FileBox]:
@@ -497,7 +577,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input-files", type=int, default=8, help="appends = input files (default 8)")
     parser.add_argument("--variants", default=",".join(v.key for v in XY_VARIANTS),
                         help="comma-separated x, y variants to run (default: all; the baseline always runs)")
+    parser.add_argument("--data", choices=DATA_KINDS, default="uniform",
+                        help="the x, y data: uniform (default) or skewed (x lognormal rounded to 0.1, y Zipf-like)")
     parser.add_argument("--skip-delta", action="store_true", help="leave delta-rs out")
+    parser.add_argument("--skip-strings", action="store_true", help="leave the skewed-strings case (3) out")
     parser.add_argument("--no-warmup", action="store_true", help="no untimed warm-up on a small table")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "lake-bench-clustering"),
                         help="scratch directory (a fresh subdirectory is made and deleted)")
@@ -555,9 +638,20 @@ def main(argv: list[str] | None = None) -> int:
 
         # -- the x, y data ------------------------------------------------------------------------------
         clock = time.perf_counter()
-        chunks = [xy_chunk(n, i) for i, n in enumerate(split(args.rows, args.input_files))]
+        make_chunk = skewed_chunk if args.data == "skewed" else xy_chunk
+        chunks = [make_chunk(n, i) for i, n in enumerate(split(args.rows, args.input_files))]
         gen_seconds = time.perf_counter() - clock
-        build_lake(spark, root / "lake-xy", SCHEMA_XY, chunks, root / "staging")
+        if args.data == "skewed":  # the boxes and the ideal grid follow the data's own quantiles
+            all_x = np.concatenate([c.column("x").to_numpy() for c in chunks])
+            all_y = np.concatenate([c.column("y").to_numpy() for c in chunks])
+            box_list = rank_boxes(np.sort(all_x), np.sort(all_y), 1)
+            ideal_boxes = ideal_quantile_grid(all_x, all_y, args.files)
+            data_facts = skewed_facts(all_x, all_y)
+            del all_x, all_y
+        else:
+            box_list, ideal_boxes, data_facts = xy_boxes(1), ideal_grid(args.files), ""
+        build_lake(spark, root / "lake-xy", SCHEMA_SKEWED if args.data == "skewed" else SCHEMA_XY, chunks,
+                   root / "staging")
         lake_seconds = time.perf_counter() - clock - gen_seconds
         del chunks
         total = live_bytes(root / "lake-xy")
@@ -573,8 +667,9 @@ def main(argv: list[str] | None = None) -> int:
         # -- warm-up -------------------------------------------------------------------------------------
         if not args.no_warmup:
             warm_rows = min(WARMUP_ROWS, args.rows)
-            warm_chunks = [xy_chunk(n, 1000 + i) for i, n in enumerate(split(warm_rows, 2))]
-            build_lake(spark, root / "lake-warm", SCHEMA_XY, warm_chunks, root / "staging")
+            warm_chunks = [make_chunk(n, 1000 + i) for i, n in enumerate(split(warm_rows, 2))]
+            build_lake(spark, root / "lake-warm", SCHEMA_SKEWED if args.data == "skewed" else SCHEMA_XY, warm_chunks,
+                       root / "staging")
             warm_total = live_bytes(root / "lake-warm")
             warm_files = min(args.files, 8)
             warm = Setup(root / "lake-warm", live_files(root / "lake-warm"), warm_total,
@@ -590,17 +685,19 @@ def main(argv: list[str] | None = None) -> int:
         random_boxes = footer_boxes(xy.inputs, xy.columns)
 
         # -- (3) skewed strings --------------------------------------------------------------------------
-        s_chunks = [xs_chunk(n, i) for i, n in enumerate(split(args.string_rows, args.input_files))]
-        all_s = pa.chunked_array([c.column("s") for c in s_chunks]).combine_chunks()
-        sorted_s = all_s.take(pc.array_sort_indices(all_s))
-        del all_s
-        build_lake(spark, root / "lake-xs", SCHEMA_XS, s_chunks, root / "staging")
-        del s_chunks
-        s_total = live_bytes(root / "lake-xs")
-        xs = Setup(root / "lake-xs", live_files(root / "lake-xs"), s_total, target_bytes(s_total, args.files),
-                   ("x", "s"), args.files)
-        xs_results = run_rounds("x,s", 1, runners(spark, xs, XS_VARIANTS, scratch), string_errors)
-        s_input_boxes = footer_boxes(xs.inputs, xs.columns)
+        xs: Setup | None = None
+        if not args.skip_strings:
+            s_chunks = [xs_chunk(n, i) for i, n in enumerate(split(args.string_rows, args.input_files))]
+            all_s = pa.chunked_array([c.column("s") for c in s_chunks]).combine_chunks()
+            sorted_s = all_s.take(pc.array_sort_indices(all_s))
+            del all_s
+            build_lake(spark, root / "lake-xs", SCHEMA_XS, s_chunks, root / "staging")
+            del s_chunks
+            s_total = live_bytes(root / "lake-xs")
+            xs = Setup(root / "lake-xs", live_files(root / "lake-xs"), s_total, target_bytes(s_total, args.files),
+                       ("x", "s"), args.files)
+            xs_results = run_rounds("x,s", 1, runners(spark, xs, XS_VARIANTS, scratch), string_errors)
+            s_input_boxes = footer_boxes(xs.inputs, xs.columns)
     finally:
         spark.stop()
         if args.keep:
@@ -630,8 +727,11 @@ def main(argv: list[str] | None = None) -> int:
         + (", ".join(code_before[1]) if code_before[1] else "none"),
         "- Spark: local[2], driver memory 4g, spark.sql.shuffle.partitions 4, showConsoleProgress false, plus "
         "the jobs' DEFAULT_CONF" + "".join(f", {k}={v}" for k, v in extra_conf.items()),
-        f"- data: {args.rows:,} rows (x, y uniform int64 in [0, {DOMAIN:,}), p {PAYLOAD_BYTES} random letters; "
-        f"numpy seed {SEED}) in {len(xy.inputs)} input files ({xy.input_bytes:,} bytes) from {args.input_files} "
+        (f"- data: {args.rows:,} rows (x, y uniform int64 in [0, {DOMAIN:,}), p {PAYLOAD_BYTES} random letters; "
+         if args.data == "uniform" else
+         f"- data (skewed): {args.rows:,} rows (x double = lognormal(0, 1) rounded to 0.1, y bigint = "
+         f"min(zipf({ZIPF_A}), {ZIPF_CAP:.0e}), p {PAYLOAD_BYTES} random letters; {data_facts}; ")
+        + f"numpy seed {SEED}) in {len(xy.inputs)} input files ({xy.input_bytes:,} bytes) from {args.input_files} "
         f"appends to an unpartitioned lake table; every layout writes {args.files} files "
         f"(target_file_max_bytes {xy.target:,})",
         f"- rounds: {args.rounds} per variant, alternating, order rotated each round; "
@@ -670,33 +770,68 @@ def main(argv: list[str] | None = None) -> int:
                   f"target_size={d['target_size']})` on a fresh copy; {d['files_removed']} files removed, "
                   f"{d['files_added']} added. " + "; ".join(notes) + "."]
 
-    box_list = xy_boxes(1)
-    lines += ["", f"## 2. Layout quality: share of files a box query opens (x, y; {BOXES} boxes of "
-              f"{int(DOMAIN * BOX_SHARE):,} x {int(DOMAIN * BOX_SHARE):,}, 1% of the domain, seed {SEED})", "",
-              "Judged from each file's Parquet footer min/max of x and y; lower is better.", ""]
+    if args.data == "skewed":
+        lines += ["", f"## 2. Layout quality: share of files a box query opens (skewed x, y; {BOXES} boxes, each "
+                  "10% of the rows in the rank of x by 10% in the rank of y, bounds are actual values, seed "
+                  f"{SEED})", "", "Judged from each file's Parquet footer min/max of x and y; lower is better. The "
+                  "ideal grid cuts x and y each into equal-count ranges at the data's own quantiles, every cut "
+                  "between two distinct values (a run of one value stays in one range); its cells' boxes are the "
+                  "min/max of their rows.", ""]
+    else:
+        lines += ["", f"## 2. Layout quality: share of files a box query opens (x, y; {BOXES} boxes of "
+                  f"{int(DOMAIN * BOX_SHARE):,} x {int(DOMAIN * BOX_SHARE):,}, 1% of the domain, seed {SEED})", "",
+                  "Judged from each file's Parquet footer min/max of x and y; lower is better.", ""]
     inside, no_edges = ideal_expectation(args.files)
     nx, ny = grid_shape(args.files)
     qrows = []
+    ideal_q = opened_share(ideal_boxes, box_list)
     random_q = opened_share(random_boxes, box_list)
-    qrows.append(["random order (the input files)", len(random_boxes), pct(random_q["mean"]), pct(random_q["min"]),
-                  pct(random_q["max"]), ""])
+    qrows.append(["random order (the input files)", len(random_boxes), pct(random_q["mean"]),
+                  f"{random_q['mean'] / ideal_q['mean']:.2f}x", pct(random_q["min"]), pct(random_q["max"]), ""])
     for v in variants:
         runs = xy_results.get(v.key)
         if not runs:
-            qrows.append([v.label, "failed", "", "", "", ""])
+            qrows.append([v.label, "failed", "", "", "", "", ""])
             continue
         q, note = quality_of(runs, box_list)
-        qrows.append([v.label, runs[-1].files, pct(q["mean"]), pct(q["min"]), pct(q["max"]), note])
-    ideal_q = opened_share(ideal_grid(args.files), box_list)
-    qrows.append([f"ideal {nx} x {ny} grid (computed)", args.files, pct(ideal_q["mean"]), pct(ideal_q["min"]),
-                  pct(ideal_q["max"]), f"expected {inside:.2f} % for boxes inside the domain; {no_edges:.2f} % "
-                  "without domain edges"])
-    lines += md_table(["layout", "files", "mean % opened", "min %", "max %", "note"], qrows)
+        qrows.append([v.label, runs[-1].files, pct(q["mean"]), f"{q['mean'] / ideal_q['mean']:.2f}x", pct(q["min"]),
+                      pct(q["max"]), note])
+    if args.data == "skewed":
+        filled = sum(1 for b in ideal_boxes if b is not None)
+        qrows.append([f"ideal {nx} x {ny} quantile grid (computed)", f"{args.files} ({filled} not empty)",
+                      pct(ideal_q["mean"]), "1.00x", pct(ideal_q["min"]), pct(ideal_q["max"]), ""])
+    else:
+        qrows.append([f"ideal {nx} x {ny} grid (computed)", args.files, pct(ideal_q["mean"]), "1.00x",
+                      pct(ideal_q["min"]), pct(ideal_q["max"]), f"expected {inside:.2f} % for boxes inside the "
+                      f"domain; {no_edges:.2f} % without domain edges"])
+    lines += md_table(["layout", "files", "mean % opened", "/ ideal", "min %", "max %", "note"], qrows)
 
-    lines += ["", f"## 3. Skewed strings: ZORDER(x, s), s = 'http://www.' + {URL_SUFFIX} random letters "
-              f"({args.string_rows:,} rows, {len(xs.inputs)} input files, {args.files} files out)", "",
-              f"{BOXES} boxes, each 10% of the x domain by 10% of the rank of s (bounds are actual s values); "
-              "footer min/max of s compared as str. One run each (the time is for orientation).", ""]
+    if xs is not None:
+        lines += string_section(args, xs, xs_results, s_input_boxes, sorted_s)
+
+    all_errors = {**{f"x,y {k}": v for k, v in errors.items()}, **{f"x,s {k}": v for k, v in string_errors.items()}}
+    if all_errors:
+        lines += ["", "## Errors (these variants were skipped after failing)", ""]
+        for who, text in all_errors.items():
+            lines += [f"### {who}", "", "```", text.rstrip(), "```", ""]
+    report = "\n".join(lines) + "\n"
+    print(report)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(report)
+        progress(f"wrote {out}")
+    return 1 if all_errors else 0
+
+
+def string_section(args: argparse.Namespace, xs: Setup, xs_results: dict[str, list[Outcome]],
+                   s_input_boxes: list[FileBox | None], sorted_s: pa.Array) -> list[str]:
+    """Section 3 of the report: the skewed strings."""
+    nx, ny = grid_shape(args.files)
+    lines = ["", f"## 3. Skewed strings: ZORDER(x, s), s = 'http://www.' + {URL_SUFFIX} random letters "
+             f"({args.string_rows:,} rows, {len(xs.inputs)} input files, {args.files} files out)", "",
+             f"{BOXES} boxes, each 10% of the x domain by 10% of the rank of s (bounds are actual s values); "
+             "footer min/max of s compared as str. One run each (the time is for orientation).", ""]
     s_boxes = string_boxes(sorted_s, 2)
     srows = []
     s_random = opened_share(s_input_boxes, s_boxes)
@@ -716,20 +851,17 @@ def main(argv: list[str] | None = None) -> int:
         d_q = opened_share(direct[-1].boxes, s_boxes)["mean"]
         s_q = opened_share(sampled[-1].boxes, s_boxes)["mean"]
         lines += ["", f"SAMPLE beats DIRECT: {'yes' if s_q < d_q else 'NO'} ({s_q:.2f} % vs {d_q:.2f} %)."]
+    return lines
 
-    all_errors = {**{f"x,y {k}": v for k, v in errors.items()}, **{f"x,s {k}": v for k, v in string_errors.items()}}
-    if all_errors:
-        lines += ["", "## Errors (these variants were skipped after failing)", ""]
-        for who, text in all_errors.items():
-            lines += [f"### {who}", "", "```", text.rstrip(), "```", ""]
-    report = "\n".join(lines) + "\n"
-    print(report)
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(report)
-        progress(f"wrote {out}")
-    return 1 if all_errors else 0
+
+def skewed_facts(x: np.ndarray, y: np.ndarray) -> str:
+    """How duplicated the skewed data is: distinct values and the largest run's share, per column."""
+    parts = []
+    for name, values in (("x", x), ("y", y)):
+        _, counts = np.unique(values, return_counts=True)
+        top = 100 * counts.max() / len(values)
+        parts.append(f"{name}: {len(counts):,} distinct values, the most common holds {top:.1f} %")
+    return "; ".join(parts)
 
 
 if __name__ == "__main__":

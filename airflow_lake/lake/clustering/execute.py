@@ -255,7 +255,8 @@ def rewrite_group(table: TableMetadata, spark: SparkSession, instant: str, *, sn
     df = Scan(table.storage, snap, (), tuple(by_path[p] for p in group.files)).to_df(spark)
     bucketed = bool(group.buckets)
     target = spec if bucketed or spec.bucket is None else dataclasses.replace(spec, bucket=None)  # plain partition
-    df, keys, slot = add_keys(df, layout, spec, files=1 if bucketed else group.output_files, seed=seed)
+    df, keys, slot = add_keys(df, layout, spec, files=1 if bucketed else group.output_files, seed=seed,
+                              rows=sum(by_path[p].rows for p in group.files))  # (the log's counts: no count job)
     helpers = [k for k in keys if k not in spec.column_names]
     partition = [dict(group.partition)] if spec.partition_columns else None
     if bucketed:  # the writer puts each bucket in one file, ordered by the bucket sort columns or the keys

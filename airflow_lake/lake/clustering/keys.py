@@ -8,8 +8,11 @@ or the low bits (DIRECT) — and the coordinates into Z-order or Hilbert words (
 Cutting a group into `files` files: the sample that gives the SAMPLE bounds (DIRECT samples too, at least
 20 rows per file) is put through the same function; the cuts are a range sort's boundaries over the whole
 curve key (all its words, compared in order — never the first word alone, which DIRECT coordinates of
-wide or skewed values leave equal for most rows): each at the weighted quantile that splits the rows
-still to cut evenly, moved within a quarter of a file's share of rows to the value with the most trailing
+wide or skewed values leave equal for most rows). Top down first: where a curve cell's rows can be shared
+between its two halves in whole files, each within a quarter of a file's share of rows, the cut is the
+halves' border (so no file spans a large cell's border, the curve's far jumps; a key heavier than a file
+counts as one file there). Where they cannot, cut by cut: each at the weighted quantile that splits the
+rows still to cut evenly, moved within a quarter of a file's share to the value with the most trailing
 zero bits (a border of the largest curve cell there, so files cover whole cells), and kept apart so that
 every file starts at a sampled key of its own. So a group becomes the planned number of files whenever
 the sample holds that many distinct keys. The UDF stores each row's file slot (the number of cuts at or
@@ -48,10 +51,12 @@ SNAP_SHARE = 0.25  # a cut may move by this share of a file's rows either way, t
 @dataclass(frozen=True)
 class Coordinate:
     """How one sort column becomes a coordinate: SAMPLE ranks among `bounds` spread over `ranges` (see
-    `sample.expand`), DIRECT (`bounds` None) keeps the low bits of `coordinates.direct_value`."""
+    `sample.expand`), at each rank's position in 0..ranges-1 (`sample.weighted_ranges`; None: the rank itself),
+    DIRECT (`bounds` None) keeps the low bits of `coordinates.direct_value`."""
 
     bounds: np.ndarray | sample.StringBounds | None = None
     ranges: int = 1
+    positions: np.ndarray | None = None  # uint64, one per rank (len(bounds) + 1), non-decreasing, < ranges
 
     def of(self, values: pa.Array, bits: int) -> np.ndarray:
         """`np.uint64` coordinates of `bits` bits; NULL is the largest."""
@@ -61,8 +66,9 @@ class Coordinate:
         if self.bounds is None:  # the bits above `bits` are the same in every row (`_varying_bits`)
             raw = pc.fill_null(values, -1).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
             return np.asarray(raw.view(np.uint64) & top)
-        spread = (np.arange(self.ranges, dtype=np.uint64) << np.uint64(bits)) // np.uint64(self.ranges)
-        out = np.asarray(spread[sample.rank(values, self.bounds)])  # rank * 2**bits // ranges (sample.expand)
+        at = np.arange(self.ranges, dtype=np.uint64) if self.positions is None else self.positions
+        spread = (at << np.uint64(bits)) // np.uint64(self.ranges)
+        out = np.asarray(spread[sample.rank(values, self.bounds)])  # position * 2**bits // ranges (sample.expand)
         if values.null_count:
             out[values.is_null().to_numpy(zero_copy_only=False)] = top
         return out
@@ -132,37 +138,98 @@ class CurveKeys:
 def cut_points(words: Sequence[np.ndarray], widths: Sequence[int], weights: np.ndarray, files: int) -> np.ndarray:
     """Increasing cuts (`int64`, one row of words per cut) of weighted sample keys (`words`, of `widths`
     bits each, compared in order) into `files` files of near equal weight: `min(files, distinct keys) - 1`
-    of them, every file starting at a sampled key of its own, each cut moved within `SNAP_SHARE` of a
-    file's share to the value with the most trailing zero bits."""
+    of them, every file starting at a sampled key of its own.
+
+    Top down first (`_halve`): where the rows of a block of the curve (a range of keys sharing their top bits)
+    can be shared between its two halves in whole files, each file within `SNAP_SHARE` of its share, the cut
+    is the halves' border, so no file spans the border of a large cell (a curve's far jump). Where they cannot,
+    the block's cuts are taken one by one (`_walk`): each at the weighted quantile that splits the rows still to
+    cut evenly, moved within `SNAP_SHARE` of a file's share to the value with the most trailing zero bits."""
     keys = np.stack([np.asarray(w, dtype=np.int64) for w in words], axis=1)  # words are non-negative
     order = np.lexsort(keys.T[::-1])  # (lexsort's last key is the primary one)
     ordered = keys[order]
     first = np.ones(len(ordered), dtype=bool)
     first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
     starts = np.flatnonzero(first)
-    distinct = ordered[starts]
-    below = np.concatenate(([0.0], np.cumsum(np.add.reduceat(np.asarray(weights, np.float64)[order], starts))))
-    count = len(distinct)  # below[j]: the weight of the keys under distinct[j]; below[count]: all of it
+    distinct = [_key(row, widths) for row in ordered[starts]]
+    count = len(distinct)
     pieces = min(files, count)
-    cuts: list[int] = []
-    start = 0  # the distinct key the current file starts at
-    for i in range(1, pieces):
-        # the rest is shared evenly, so one heavy key early on does not leave later files empty
-        share = (below[count] - below[start]) / (pieces - i + 1)
-        target = below[start] + share
-        lowest, highest = start + 1, count - (pieces - i)  # each file keeps a key of its own
-        near = _nearest(below, target, lowest, highest)
-        low = max(lowest, int(np.searchsorted(below[:count], target - SNAP_SHARE * share, side="left")))
-        high = min(highest, int(np.searchsorted(below[:count], target + SNAP_SHARE * share, side="right")) - 1)
-        if low > high:
-            low = high = near
-        cut = _roundest(_key(distinct[low - 1], widths), _key(distinct[high], widths))
-        start = bisect.bisect_left(range(low, high + 1), cut, key=lambda j: _key(distinct[j], widths)) + low
-        cuts.append(cut)
+    per_key = np.add.reduceat(np.asarray(weights, np.float64)[order], starts) if count else np.zeros(0)
+    below = np.concatenate(([0.0], np.cumsum(per_key)))  # the weight of the keys under distinct[j]
+    capped = np.concatenate(([0.0], np.cumsum(_capped(per_key, pieces))))  # ... heavy keys counting one file
+    cuts = _halve(distinct, (capped, below), (0, count), pieces, bit=sum(widths) - 1,
+                  share=capped[count] / max(pieces, 1))
     out = np.zeros((len(cuts), len(widths)), dtype=np.int64)
     for row, cut in enumerate(cuts):
         out[row] = _words(cut, widths)
     return out
+
+
+def _capped(weights: np.ndarray, pieces: int) -> np.ndarray:
+    """Key weights with the heavy ones capped at the rows per file of the others: a key holding more than a
+    file's share fills one file however heavy it is, so the other files share the rest evenly (at every level
+    of `_halve` too, not only in `_walk`). The cap `s` is the fixed point s = (light weight) / (pieces - heavy
+    keys), heavy meaning a weight of at least s."""
+    heavy = np.sort(weights)[::-1]
+    total, taken = float(weights.sum()), 0.0
+    for h in range(min(pieces, len(heavy))):
+        cap = (total - taken) / (pieces - h)
+        if heavy[h] < cap:
+            return np.asarray(np.minimum(weights, cap))
+        taken += float(heavy[h])
+    return weights
+
+
+def _halve(distinct: Sequence[int], weights: tuple[np.ndarray, np.ndarray], keys: tuple[int, int], pieces: int, *,
+           bit: int, share: float) -> list[int]:
+    """Cuts of the distinct keys `keys` (start..end-1, sharing their bits above `bit`) into `pieces` files, each
+    half's files within `SNAP_SHARE` of `share` (the whole sample's rows per file: it does not drift).
+    `weights`: the weight under each key with heavy keys capped (`_capped`), and as sampled (for `_walk`)."""
+    below = weights[0]
+    start, end = keys
+    top_level = start == 0 and end == len(distinct)
+    while pieces > 1 and bit >= 0:
+        top = distinct[start] >> (bit + 1)
+        middle = ((top << 1) | 1) << bit  # the first key of the upper half of the block
+        split = bisect.bisect_left(distinct, middle, start, end)
+        if split in (start, end):  # all keys in one half: look inside it
+            bit -= 1
+            continue
+        low_weight, high_weight = below[split] - below[start], below[end] - below[split]
+        exact = pieces * low_weight / (low_weight + high_weight) if low_weight + high_weight > 0 else pieces / 2
+        lower = min(max(round(exact), 1, pieces - (end - split)), pieces - 1, split - start)
+        if lower < 1 or max(abs(low_weight / lower - share), abs(high_weight / (pieces - lower) - share)) > \
+                SNAP_SHARE * share:
+            break  # the halves cannot have whole files of near equal rows
+        return [*_halve(distinct, weights, (start, split), lower, bit=bit - 1, share=share), middle,
+                *_halve(distinct, weights, (split, end), pieces - lower, bit=bit - 1, share=share)]
+    # in a block that got its files here, a cut moves less as its files' share is off the whole one's already
+    slack = None if top_level or pieces < 1 else \
+        max(0.0, SNAP_SHARE * share - abs((below[end] - below[start]) / pieces - share))
+    return _walk(distinct, weights[1], (start, end), pieces, slack)
+
+
+def _walk(distinct: Sequence[int], below: np.ndarray, keys: tuple[int, int], pieces: int,
+          slack: float | None = None) -> list[int]:
+    """Cuts of the distinct keys `keys` (start..end-1) into `pieces` files one by one (see `cut_points`), each
+    moved by at most `slack` of weight (and `SNAP_SHARE` of its file's share)."""
+    cuts: list[int] = []
+    start, end = keys  # start: the distinct key the current file starts at
+    for i in range(1, pieces):
+        # the rest is shared evenly, so one heavy key early on does not leave later files empty
+        share = (below[end] - below[start]) / (pieces - i + 1)
+        target = below[start] + share
+        lowest, highest = start + 1, end - (pieces - i)  # each file keeps a key of its own
+        near = _nearest(below, target, lowest, highest)
+        move = SNAP_SHARE * share if slack is None else min(slack, SNAP_SHARE * share)
+        low = max(lowest, int(np.searchsorted(below[:end], target - move, side="left")))
+        high = min(highest, int(np.searchsorted(below[:end], target + move, side="right")) - 1)
+        if low > high:
+            low = high = near
+        cut = _roundest(distinct[low - 1], distinct[high])
+        start = bisect.bisect_left(distinct, cut, low, high + 1)
+        cuts.append(cut)
+    return cuts
 
 
 def cuts_at_or_below(cuts: np.ndarray, words: Sequence[np.ndarray]) -> np.ndarray:
@@ -218,11 +285,12 @@ def _roundest(low: int, high: int) -> int:
     return (high >> shift) << shift
 
 
-def add_keys(df: DataFrame, layout: Layout, spec: TableSpec, *, files: int = 1, seed: int = 0
-             ) -> tuple[DataFrame, list[str], Column | None]:
+def add_keys(df: DataFrame, layout: Layout, spec: TableSpec, *, files: int = 1, seed: int = 0,
+             rows: int | None = None) -> tuple[DataFrame, list[str], Column | None]:
     """`df` with the columns to sort by and their names, and for `files` > 1 the column to repartition by
     into `files` partitions (None: LINEAR, or nothing sampled; then use `repartitionByRange` of the keys).
-    LINEAR sorts by the columns themselves."""
+    LINEAR sorts by the columns themselves. `rows`: the rows of `df`, if known (then the sample is taken
+    without counting them first, `sample.sample_rows`)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
 
@@ -238,15 +306,19 @@ def add_keys(df: DataFrame, layout: Layout, spec: TableSpec, *, files: int = 1, 
     candidates: list[tuple[tuple[Any, ...], float]] = []
     if layout.curve == SAMPLE or files > 1:
         # enough sampled rows per file too (Spark's RangePartitioner takes 20 per partition)
-        plan = sample.sample_plan(sample.partition_counts(keys), max(layout.sample_ranges, files))
-        candidates = sample.sample(keys, plan, seed)
+        if rows is not None:
+            candidates = sample.sample_rows(df, inputs, rows, max(layout.sample_ranges, files), seed)
+        else:
+            plan = sample.sample_plan(sample.partition_counts(keys), max(layout.sample_ranges, files))
+            candidates = sample.sample(keys, plan, seed)
     columns = [[c[0][i] for c in candidates] for i in range(len(inputs))]
     weights = np.array([c[1] for c in candidates], dtype=np.float64)
     if layout.curve == SAMPLE:
         ranges = min(layout.sample_ranges, max(1, len(candidates)))
-        bounds = [sample.determine_bounds(list(zip(col, weights.tolist(), strict=True)), ranges) for col in columns]
-        bits, counts = sample.expand(bounds)
-        coords = tuple(Coordinate(sample.bound_array(b), n) for b, n in zip(bounds, counts, strict=True))
+        coords = tuple(Coordinate(sample.bound_array(b), ranges, np.array(at, dtype=np.uint64))
+                       for b, at in (sample.weighted_ranges(list(zip(col, weights.tolist(), strict=True)), ranges)
+                                     for col in columns))
+        bits = max(1, (ranges - 1).bit_length())  # positions are < ranges (sample.expand)
     else:
         bits = _varying_bits(keys)
         coords = tuple(Coordinate() for _ in inputs)

@@ -9,15 +9,20 @@ bounds per column, and the index of a value's range as its coordinate.
    `sample_size / total rows`) is sampled with probability `fraction` instead, weight `1 / fraction`.
    Only the sort columns travel to Python, in Arrow batches, as numbers that keep their order (see
    `coordinates.sortable_long`) or strings.
-3. Bounds per column (`determine_bounds`): sort the candidates, walk the cumulative weight, take a bound
-   each time it passes the next multiple of `total weight / ranges`, skipping a value equal to the
-   previous bound. So bounds follow the data (dense ranks from 0, robust to shared string prefixes).
-4. Expansion (`expand`): every column spans the same range [0, 2**bits), bits enough for the column with
-   the most ranges: rank r of a column with R ranges becomes r * 2**bits // R. With a power-of-two number
-   of ranges (the default 1024) the curve's cells then hold equal shares of the rows, so files cut at equal
-   row counts fall on cell borders. (Hudi multiplies by `max bounds / its bounds` and adds a random offset
-   within the widened range; we add none, so rows of one range keep the other columns' order and a retry
-   lays out the same.)
+3. Bounds per column (`weighted_ranges`): sort the candidates, walk the cumulative weight of the distinct
+   values, take a bound each time it passes the next multiple of `step = total weight / ranges`. A value
+   holding a step or more (a run of equal values) gets a range of its own, and the next target is the first
+   multiple of the step above the weight so far, so no ranks are spent on one-value ranges after a heavy run
+   (the seed's `target += step` does that). So bounds follow the data (dense ranks from 0, robust to shared
+   string prefixes and to heavy duplicates).
+4. Expansion (`expand`): every column spans the same range [0, 2**bits), bits enough for `ranges`: a rank's
+   *position* is where its weight starts, in steps (a heavy range and the one after it a step of their own),
+   and rank r at position p becomes p * 2**bits // ranges. Without heavy values position = rank. With a
+   power-of-two number of ranges (the default 1024) the curve's cells then hold equal shares of the rows, on
+   skewed data too (a heavy value sits on one coordinate, the coordinates its weight spans stay empty), so
+   files cut at equal row counts fall on cell borders. (Hudi multiplies by `max bounds / its bounds` and adds
+   a random offset within the widened range; we add none, so rows of one range keep the other columns' order
+   and a retry lays out the same.)
 5. The rank of a value (`rank`) is the number of bounds below it: a binary search (`numpy.searchsorted`)
    over the bounds in Spark's Python workers, on Arrow batches of the sort columns (`keys.py`); strings
    compare by their UTF-8 bytes, as in Spark (binary order: a prefix first, NUL bytes count; see
@@ -146,29 +151,99 @@ def sample(keys: DataFrame, plan: SamplePlan, seed: int = 0) -> list[tuple[tuple
     return [(tuple(col[r] for col in columns), float(weights[r])) for r in range(table.num_rows)]
 
 
-def determine_bounds(candidates: Sequence[tuple[Any, float]], ranges: int) -> list[Any]:
-    """Up to `ranges - 1` bounds from weighted candidates (step 3); NULL candidates are ignored."""
-    ordered = sorted((c for c in candidates if c[0] is not None), key=lambda c: c[0])
-    total = sum(w for _, w in ordered)
-    if not ordered or ranges <= 1:
+def sample_rows(df: DataFrame, keys: Sequence[Column], rows: int, ranges: int, seed: int = 0
+                ) -> list[tuple[tuple[Any, ...], float]]:
+    """Weighted candidates of `keys` (`sample_keys`) over `df`, whose row count is known (the log's file stats):
+    steps 1 and 2 in one job that reads only the sort columns and moves no row through a Python worker. Every
+    row is kept with probability `min(1, OVERSAMPLE * sample_size / rows)` (as many candidates as step 2 keeps
+    from balanced partitions, without the count job), each of weight rows / kept, as a balanced partition's
+    are; the keys are computed for the kept rows only."""
+    from pyspark.sql import functions as F
+
+    sample_size = min(SAMPLE_POINTS_PER_RANGE * float(ranges), float(MAX_SAMPLE_SIZE))
+    probability = min(1.0, OVERSAMPLE * sample_size / max(rows, 1))
+    kept = df.where(F.rand(seed) < F.lit(probability))
+    table = kept.select(*[k.alias(f"k{i}") for i, k in enumerate(keys)]).toArrow()
+    if table.num_rows == 0:
         return []
-    step = total / ranges
-    cumulative, target = 0.0, step
+    weight = max(rows, table.num_rows) / table.num_rows
+    columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    return [(values, weight) for values in zip(*columns, strict=True)]
+
+
+def determine_bounds(candidates: Sequence[tuple[Any, float]], ranges: int) -> list[Any]:
+    """The bounds of `weighted_ranges` (step 3); NULL candidates are ignored."""
+    return weighted_ranges(candidates, ranges)[0]
+
+
+def weighted_ranges(candidates: Sequence[tuple[Any, float]], ranges: int) -> tuple[list[Any], list[int]]:
+    """Bounds from weighted candidates, and each range's position in 0..ranges-1 (step 3; NULLs ignored).
+
+    Walk the distinct values in order with their summed weights; a bound is taken when the cumulative weight
+    passes the next multiple of `step = total / ranges`, as in the seed. A *heavy* value (one holding at least a
+    step) gets a range of its own: a bound just below it (at the previous value) and at it. After any bound the
+    next target is the first multiple of the step above the weight so far, so the steps a heavy value covers are
+    not spent on one-value ranges after it (the seed's `target += step` puts a bound at every value after a
+    heavy run until the target catches up).
+
+    A range's position is where its weight starts, in steps (rounded), never below the previous range's, and
+    a heavy range one above it: so a value's coordinate (`position * 2**bits // ranges`, `keys.Coordinate`)
+    follows the weight below it, heavy values sit on cells of their own, and the coordinates a heavy value's
+    weight spans stay free, so the curve's cells hold equal shares of the rows on skewed data too. On data
+    without heavy values every range holds about one step: positions 0, 1, 2, ..., as a plain rank."""
+    values: list[Any] = []
+    weights: list[float] = []
+    for key, weight in sorted((c for c in candidates if c[0] is not None), key=lambda c: c[0]):
+        if values and key == values[-1]:
+            weights[-1] += weight
+        else:
+            values.append(key)
+            weights.append(weight)
+    if not values or ranges <= 1:
+        return [], [0]
+    step = sum(weights) / ranges
     bounds: list[Any] = []
-    for key, weight in ordered:
-        if len(bounds) >= ranges - 1:
-            break
+    ends: list[float] = []  # the weight at or below each bound
+    cumulative, target = 0.0, step
+    for j, (value, weight) in enumerate(zip(values, weights, strict=True)):
+        heavy = weight >= step
+        if heavy and j > 0 and (not bounds or bounds[-1] != values[j - 1]):
+            bounds.append(values[j - 1])  # the values below a heavy one end their range there
+            ends.append(cumulative)
         cumulative += weight
-        if cumulative >= target and (not bounds or key > bounds[-1]):
-            bounds.append(key)
-            target += step
-    return bounds
+        if (heavy or cumulative >= target) and j < len(values) - 1:  # (no bound with nothing above it)
+            bounds.append(value)
+            ends.append(cumulative)
+            target = (math.floor(cumulative / step) + 1) * step
+    edges = [0.0, *ends, cumulative]  # range i holds the values in (bounds[i - 1], bounds[i]]: edges i, i + 1
+    heavy_range = [edges[i + 1] - edges[i] >= step for i in range(len(edges) - 1)]
+    positions: list[int] = []
+    for i in range(len(edges) - 1):
+        position = math.floor(edges[i] / step + 0.5)
+        if positions:  # a heavy range and the one after it start a cell of their own
+            position = max(position, positions[-1] + (1 if heavy_range[i] or heavy_range[i - 1] else 0))
+        if heavy_range[i]:
+            last = max(position, math.floor(edges[i + 1] / step + 0.5) - 1)
+            position = _roundest(position - 1, min(ranges - 1, last))
+        positions.append(min(ranges - 1, position))
+    return bounds, positions
+
+
+def _roundest(low: int, high: int) -> int:
+    """The value in (low, high] with the most trailing zero bits (`high` if they are equal)."""
+    if low >= high:
+        return high
+    if low < 0:
+        return 0
+    shift = (low ^ high).bit_length() - 1
+    return (high >> shift) << shift
 
 
 def expand(bounds: Sequence[Sequence[Any]]) -> tuple[int, list[int]]:
-    """Step 4: the coordinates' bit width (enough for the column with the most ranges) and each column's
-    number of ranges (its bounds + 1). A column's coordinate is `rank * 2**bits // ranges`, so every column
-    spans [0, 2**bits) (the seed multiplies by `max bounds / its bounds` for the same end)."""
+    """Step 4 for plain ranks (position = rank): the coordinates' bit width (enough for the column with the
+    most ranges) and each column's number of ranges (its bounds + 1). A column's coordinate is
+    `rank * 2**bits // ranges`, so every column spans [0, 2**bits) (the seed multiplies by `max bounds / its
+    bounds` for the same end)."""
     ranges = [len(b) + 1 for b in bounds]
     bits = max(1, (max(ranges, default=1) - 1).bit_length())
     return bits, ranges
@@ -233,12 +308,19 @@ def rank(values: pa.Array, bounds: np.ndarray | StringBounds) -> np.ndarray:
     size = 1 << len(bounds).bit_length()  # a power of two above the number of bounds
     padded = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)  # never below a value
     padded[:len(bounds)] = bounds
-    position = np.zeros(len(numbers), dtype=np.int64)
+    count = len(numbers)
+    position = np.zeros(count, dtype=np.intp)
+    # into buffers made once (2.5x faster than new arrays in each halving): gather, compare, step on
+    probe, found, below = np.empty(count, dtype=np.intp), np.empty(count, dtype=np.int64), np.empty(count, dtype=bool)
     step = size >> 1
     while step:
-        position += (padded[position + (step - 1)] < numbers) * step
+        np.add(position, step - 1, out=probe)
+        np.take(padded, probe, out=found)
+        np.less(found, numbers, out=below)
+        np.multiply(below, step, out=probe)
+        position += probe
         step >>= 1
-    return position
+    return position.astype(np.int64, copy=False)
 
 
 def string_keys(values: pa.Array, width: int) -> np.ndarray:

@@ -30,6 +30,23 @@ def test_cuts_fall_on_the_roundest_value_near_each_quantile() -> None:
     assert keys.cut_points([np.array([7, 9, 7])], [20], np.ones(3), 4).tolist() == [[8]]  # two keys: two files
 
 
+def test_cuts_take_the_border_of_a_large_cell_when_whole_files_fit_either_side() -> None:
+    # 40 % of the rows in the lower half of the curve, 60 % in the upper: the 4th of 8 equal cuts would fall
+    # inside the upper half (a file across the curve's largest jump); whole files within 25 % of a share fit
+    rng = np.random.default_rng(6)
+    half = 1 << 19
+    sample = np.concatenate([rng.integers(0, half, 4000), rng.integers(half, 2 * half, 6000)])
+    cuts = keys.cut_points([sample], [20], np.ones(len(sample)), 8).ravel().tolist()
+    assert len(cuts) == 7 and cuts[2] == half and cuts == sorted(cuts)  # 3 + 5 files: 40 / 3 % and 60 / 5 %
+    slots = np.bincount(keys.cuts_at_or_below(np.array(cuts)[:, None], [sample]))
+    assert all(0.75 * 1250 <= n <= 1.25 * 1250 for n in slots), slots
+    # a heavy key counts one file when the halves are shared out: the other files stay near equal
+    heavy = np.concatenate([np.full(5000, 3), rng.integers(half, 2 * half, 3000)])
+    cuts = keys.cut_points([heavy], [20], np.ones(len(heavy)), 4).ravel().tolist()
+    slots = np.bincount(keys.cuts_at_or_below(np.array(cuts)[:, None], [heavy]))
+    assert cuts[0] == half and slots[0] == 5000 and all(750 <= n <= 1250 for n in slots[1:]), (cuts, slots)
+
+
 def test_cuts_are_taken_on_the_whole_multi_word_key() -> None:
     # every key has the same first word: a cut on it alone puts all rows in one file
     rng = np.random.default_rng(4)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -22,16 +23,37 @@ def test_sample_sizes_follow_the_seed() -> None:
     assert huge.sample_size == 1_000_000 and huge.per_partition == 3_000_000
 
 
-def test_bounds_walk_the_cumulative_weight_and_skip_duplicates() -> None:
+def test_bounds_walk_the_cumulative_weight_and_give_a_heavy_value_its_own_range() -> None:
     candidates = [(1, 1.0), (2, 1.0), (2, 1.0), (2, 1.0), (3, 1.0), (4, 1.0)]
-    # step = 6 / 3 = 2: 2 reaches 2 -> bound 2; the next 2 reaches 4 but equals the last bound; 3 -> bound 3
-    assert sample.determine_bounds(candidates, 3) == [2, 3]
+    # step = 6 / 3 = 2: the 2s hold 3 >= a step: a range of their own, (1, 2], so 1 ends the range below;
+    # the next target is 6 (the first multiple above 4), which only the last value reaches: no bound there
+    assert sample.determine_bounds(candidates, 3) == [1, 2]
+    assert sample.weighted_ranges(candidates, 3) == ([1, 2], [0, 1, 2])
     weighted = [(4, 1.0), (1, 5.0), (3, 1.0), (2, 1.0)]  # unsorted; the heavy 1 alone passes half the weight
     assert sample.determine_bounds(weighted, 2) == [1]
     assert sample.determine_bounds(weighted, 1) == []
     assert sample.determine_bounds([(None, 3.0), ("b", 1.0), ("a", 1.0)], 2) == ["a"]  # NULLs are not bounds
     many = [(i, 1.0) for i in range(1000)]
     assert sample.determine_bounds(many, 4) == [249, 499, 749]
+
+
+def test_heavy_values_get_a_range_and_cells_of_their_own_and_spend_no_ranks_after_them() -> None:
+    # 1000 rows: value 0 holds 500, then 500 distinct values; 10 ranges, a step of 100 rows
+    candidates = [(0, 1.0)] * 500 + [(v, 1.0) for v in range(1, 501)]
+    bounds, positions = sample.weighted_ranges(candidates, 10)
+    # the seed's walk (target += step) gives [0, 1, 2, 3, 4, 100, 200, 300, 400]: four ranks on single values
+    assert bounds == [0, 100, 200, 300, 400]  # here: the next bound a step above 500 rows, and so on
+    assert positions == [0, 5, 6, 7, 8, 9]  # 0 spans the first half of the coordinates; the rest a step each
+    heavy_inside = [(v, 1.0) for v in range(100)] + [(100, 1.0)] * 300 + [(v, 1.0) for v in range(101, 201)]
+    bounds, positions = sample.weighted_ranges(heavy_inside, 5)  # a step of 100 rows
+    # 100 alone in (99, 100], on the roundest position of the steps 1..3 its weight spans; the rest at 4
+    assert bounds == [99, 100] and positions == [0, 2, 4]
+    ranks = sample.rank(pa.array([0, 99, 100, 101, 200], type=pa.int64()), sample.bound_array(bounds))
+    assert ranks.tolist() == [0, 0, 1, 2, 2]
+    coordinate = keys.Coordinate(sample.bound_array(bounds), 5, np.array(positions, dtype=np.uint64))
+    assert coordinate.of(pa.array([0, 100, 101, None], type=pa.int64()), 3).tolist() == [0, 3, 6, 7]  # p * 8 // 5
+    rows = [(v, 1.0) for v in range(1000)]
+    assert sample.weighted_ranges(rows, 8)[1] == list(range(8))  # no heavy values: the position is the rank
 
 
 def test_expansion_makes_every_column_span_the_same_range() -> None:
@@ -61,6 +83,18 @@ def test_skewed_partitions_are_sampled_with_the_seeds_weights(spark: Any) -> Non
     assert len({k for k, _ in light}) == len(light)  # without replacement
     assert sum(w for _, w in got) == pytest.approx(100_900, rel=0.25)
     assert got == sample.sample(keys, plan, seed=1)  # the same seed, the same sample: retries lay out alike
+
+
+def test_a_known_row_count_samples_in_one_job_with_equal_weights(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, 100_000, 1, 4).withColumn("x", F.col("id") * 3)
+    got = sample.sample_rows(df, sample.sample_keys(["x"], ["bigint"]), 100_000, ranges=64, seed=2)
+    assert 3200 < len(got) < 4500  # ~ 3 * 20 * 64 = 3840 rows kept, uniformly
+    assert sum(w for _, w in got) == pytest.approx(100_000) and len({w for _, w in got}) == 1
+    assert all(k[0] % 3 == 0 for k, _ in got) and len({k for k, _ in got}) == len(got)
+    assert got == sample.sample_rows(df, sample.sample_keys(["x"], ["bigint"]), 100_000, ranges=64, seed=2)
+    assert len(sample.sample_rows(df.limit(10), sample.sample_keys(["x"], ["bigint"]), 10, ranges=64)) == 10
 
 
 def test_ranks_count_the_bounds_below_and_spread_over_the_same_bits() -> None:
