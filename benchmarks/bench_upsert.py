@@ -18,16 +18,23 @@ SparkSession; each measured run starts from a fresh, empty lake table (16 bucket
 (c) read      ours: `LakeTable.read` (merge per key over the bucketed files, no Exchange) written to Parquet;
               baseline: plain Spark over the same 11 source files — union with the version and
               `_metadata.row_index`, group by uuid with max_by / sum, written to Parquet.
+(d) one-shot  with `--one-shot` (only this measure runs): ours, the 11 upserts one after the other + the merged
+              read written to Parquet (the whole BDCI task), vs the one-shot plain Spark job of (c) that reads
+              all eleven files once, merges them by key in version order and writes the result (goal: <= 1.3x).
+              The two alternate within each round (which one goes first too); the Spark jobs each upsert
+              launches are counted (`statusTracker`).
 
 All results are checked equal (ours sequential = parallel = the Spark baseline = delta-rs) by a hash of the rows.
 
     .venv/bin/python benchmarks/bench_upsert.py --out /tmp/bench_upsert.md                 # 2M + 10 x 400k rows
     .venv/bin/python benchmarks/bench_upsert.py --rows 20000 --rounds 1 --scales 1 --skip-delta   # smoke run
+    .venv/bin/python benchmarks/bench_upsert.py --one-shot --rows 100000 --scales 1 --rounds 2     # (d), 1.5M rows
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import sys
@@ -82,6 +89,32 @@ def digest(spark: Any, parquet_dir: Path) -> tuple[int, int]:
     df = spark.read.parquet(str(parquet_dir))
     row = df.select(F.count(F.lit(1)), F.sum(F.xxhash64("uuid", *VALUE_COLUMNS).cast("decimal(38,0)"))).first()
     return int(row[0]), int(row[1] or 0)
+
+
+def one_shot_round(spark: Any, files: list[Path], order: list[int], run_dir: Path, ours_first: bool
+                   ) -> dict[str, float]:
+    """(d): ours (sequential upserts, then the merged read -> Parquet) and the one-shot Spark baseline, in the
+    order given; seconds of each part, and the Spark jobs the upserts launched (per upsert)."""
+    tracker = spark.sparkContext.statusTracker()  # (a benchmark may; the core talks to Spark through SQL only)
+
+    def last_job() -> int:
+        return max(tracker.getJobIdsForGroup(), default=-1)
+
+    out: dict[str, float] = {}
+
+    def ours() -> None:
+        jobs = last_job()
+        out["upserts"], table = timed(partial(upsert_all, spark, run_dir / "seq", files, order, 1))
+        out["jobs"] = (last_job() - jobs) / len(order)
+        out["read"], _ = timed(partial(table.read(spark).write.parquet, str(run_dir / "ours.parquet")))
+        out["ours"] = out["upserts"] + out["read"]
+
+    def baseline() -> None:
+        out["base"], _ = timed(partial(spark_baseline, spark, files, run_dir / "spark.parquet"))
+
+    for step in ((ours, baseline) if ours_first else (baseline, ours)):
+        step()
+    return out
 
 
 def submit_all(path: Path, files: list[Path], order: list[int], at_once: int) -> None:
@@ -160,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-delta", action="store_true")
     parser.add_argument("--submit", type=int, default=0, metavar="N",
                         help="also time the upserts as spark-submits, N at once vs in sequence (first scale)")
+    parser.add_argument("--one-shot", action="store_true",
+                        help="only (d): sequential upserts + merged read vs the one-shot Spark job, alternating")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "lake-bench-upsert"))
     parser.add_argument("--out", default=None, help="also write the markdown report here")
     args = parser.parse_args(argv)
@@ -186,6 +221,12 @@ def main(argv: list[str] | None = None) -> int:
             warm = upsert_all(spark, work / "warm", files[:2], [1, 0], 1)
             warm.read(spark).write.format("noop").mode("overwrite").save()
             shutil.rmtree(work / "warm")
+            if args.one_shot:
+                spark_baseline(spark, files[:2], work / "warm-spark")
+                shutil.rmtree(work / "warm-spark")
+                lines += _one_shot(spark, files, order, work / f"s{rows}", rounds=args.rounds, total_rows=total_rows,
+                                   rows=rows)
+                continue
             for rnd in range(args.rounds):
                 run_dir = work / f"s{rows}-r{rnd}"
                 seq, _ = timed(partial(upsert_all, spark, run_dir / "seq", files, order, 1))
@@ -258,6 +299,38 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(report + "\n")
         progress(f"wrote {args.out}")
     return 0
+
+
+def _one_shot(spark: Any, files: list[Path], order: list[int], work: Path, *, rounds: int, total_rows: int,
+              rows: int) -> list[str]:
+    """(d) at one scale: `rounds` rounds, ours and the baseline alternating; the report's lines."""
+    results: dict[str, list[float]] = {k: [] for k in ("upserts", "read", "ours", "base", "jobs")}
+    digests: set[tuple[int, int]] = set()
+    for rnd in range(rounds):
+        run_dir = work / f"r{rnd}"
+        out = one_shot_round(spark, files, order, run_dir, ours_first=rnd % 2 == 0)
+        for name, value in out.items():
+            results[name].append(value)
+        digests |= {digest(spark, run_dir / "ours.parquet"), digest(spark, run_dir / "spark.parquet")}
+        progress(f"  round {rnd + 1}: ours {out['ours']:.2f} s (upserts {out['upserts']:.2f} s, {out['jobs']:.1f} "
+                 f"Spark jobs each; merged read {out['read']:.2f} s), one-shot Spark {out['base']:.2f} s: "
+                 f"{ratio(out['ours'], out['base']):.2f}x; load {os.getloadavg()[0]:.1f}")
+        shutil.rmtree(run_dir, ignore_errors=True)
+    if len(digests) != 1:
+        raise SystemExit(f"results differ between the ways: {digests}")
+    m = {k: median(v) for k, v in results.items()}
+    ratios = [ratio(o, b) for o, b in zip(results["ours"], results["base"], strict=True)]
+    return [f"## (d) {total_rows:,} rows (base-0 {rows * bdci.BASE_FACTOR:,} + 10 x {rows:,}), {rounds} round(s), "
+            f"alternating; both give the same {digests.pop()[0]:,} rows", "",
+            "| measure | median s | runs s | ratio | goal |", "|---|---|---|---|---|",
+            f"| (d) ours: 11 upserts one after the other + merged read -> Parquet | {m['ours']:.2f} | "
+            f"{_runs(results['ours'])} | {ratio(m['ours'], m['base']):.2f} (per round: {_runs(ratios)}) | <= 1.3 |",
+            f"| (d) of which the 11 upserts ({m['jobs']:.1f} Spark jobs each) | {m['upserts']:.2f} | "
+            f"{_runs(results['upserts'])} | {ratio(m['upserts'], m['base']):.2f} | |",
+            f"| (d) of which the merged read -> Parquet | {m['read']:.2f} | {_runs(results['read'])} | "
+            f"{ratio(m['read'], m['base']):.2f} | |",
+            f"| (d) plain Spark one-shot: read the 11 files, merge by key, write | {m['base']:.2f} | "
+            f"{_runs(results['base'])} | 1.00 | |", ""]
 
 
 def _runs(values: list[float]) -> str:

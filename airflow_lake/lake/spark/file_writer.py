@@ -76,7 +76,7 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
                     allowed_partitions: Sequence[Mapping[str, str | None]] | None = None,
                     metrics: dict[str, Any] | None = None, sort_within: Sequence[str] | None = None,
                     drop_columns: Sequence[str] = (), bucket_shuffle: bool = True,
-                    max_exchanges: int | None = None) -> list[DataFile]:
+                    max_exchanges: int | None = None, plain_columns: Sequence[str] = ()) -> list[DataFile]:
     """Write `df` (already conformed to `spec`) as files of `instant`; return them with their stats.
 
     A bucketed table's rows go to the bucketing of their partition (`buckets.assign.bucket_count`, decided in
@@ -87,13 +87,15 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     columns — (clustering's keys); `drop_columns` are helper columns dropped once the rows are in order.
     `bucket_shuffle=False` writes each task's rows as one file per bucket it holds, without an Exchange
     (`buckets.assign.assign_buckets`). With `max_exchanges`, more shuffles than that (query + write) raise
-    `LakeShuffleError` before anything is written.
+    `LakeShuffleError` before anything is written. `plain_columns` (physical names) are written without Parquet's
+    dictionary encoding (`plain_options`).
 
     Raises `LakeSchemaError` / `LakeSpecError` for data the table refuses; nothing is committed then (the files
     Spark wrote stay in the write directory until the instant is rolled back).
     """
     keys = list(spec.partition_columns)
     base = write_dir(instant, uuid.uuid4().hex[:8])
+    options = plain_options(plain_columns)
     spark = df.sparkSession
     with session_conf(spark, WRITE_CONF):  # (plans below are made with these settings too)
         df = _refuse_bad_partition_strings(df, spec)
@@ -121,10 +123,10 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
         try:
             if spec.bucket is None:
                 announce(storage, instant, base)
-                targets = [_write_plain(df, storage, base, keys)]
+                targets = [_write_plain(df, storage, base, keys, options=options)]
             else:
                 targets = _write_bucketed(df, storage, spec, instant, base, sort_within=sort_within,
-                                          helper_order=helper_order)
+                                          helper_order=helper_order, options=options)
         except Exception as err:
             raise data_error(err) or no_file_system(err, storage) or err from err
     files = finish_write(storage, spec, instant, targets, allowed_partitions=allowed_partitions, spark=spark)
@@ -180,9 +182,20 @@ def announce(storage: Storage, instant: str, target: str) -> None:
     instants.write_manifest(storage, instant, [target + "/"])
 
 
-def _write_plain(df: DataFrame, storage: Storage, target: str, keys: Sequence[str]) -> Target:
+def plain_options(columns: Sequence[str]) -> dict[str, str]:
+    """Writer options that turn Parquet's dictionary encoding off for `columns` (physical names; parquet-mr's
+    per-column setting, `parquet.enable.dictionary#<column>`).
+
+    For a column whose values are mostly distinct in each file (an upsert's keys) the writer builds a dictionary
+    of every value, hashing and comparing each one, and then writes nearly every value again as its entry: in the
+    BDCI upserts that was the largest single cost of the write stage (docs/benchmarks.md section 7, (d))."""
+    return {f"parquet.enable.dictionary#{c}": "false" for c in columns}
+
+
+def _write_plain(df: DataFrame, storage: Storage, target: str, keys: Sequence[str], *,
+                 options: Mapping[str, str] | None = None) -> Target:
     """Spark's partitioned Parquet write into `target` (no `_SUCCESS`: a writer option, not a session conf)."""
-    writer = df.write.mode("error").format("parquet").option(NO_SUCCESS_FILE, "false")
+    writer = df.write.mode("error").format("parquet").option(NO_SUCCESS_FILE, "false").options(**(options or {}))
     if keys:
         writer = writer.partitionBy(*keys)
     writer.save(storage.uri(target))  # "errorifexists" is unknown to Spark Connect: "error"
@@ -190,7 +203,8 @@ def _write_plain(df: DataFrame, storage: Storage, target: str, keys: Sequence[st
 
 
 def _write_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, instant: str, base: str, *,
-                    sort_within: Sequence[str] | None, helper_order: bool) -> list[Target]:
+                    sort_within: Sequence[str] | None, helper_order: bool,
+                    options: Mapping[str, str] | None = None) -> list[Target]:
     """One insert per bucket count present in `df` (rows carry their count and bucket from `assign_buckets`)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -200,7 +214,7 @@ def _write_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     if not varying_counts(spec):
         announce(storage, instant, f"{base}-b{bucket.count}")
         return [_insert_bucketed(df.drop(BUCKET_COLUMN), storage, spec, f"{base}-b{bucket.count}", bucket.count,
-                                 sort_within=sort_within, helper_order=helper_order)]
+                                 sort_within=sort_within, helper_order=helper_order, options=options)]
     cached = df.persist(StorageLevel.MEMORY_AND_DISK)  # each count's insert reads it once, not the query again
     try:
         present = [row[0] for row in cached.select(COUNT_COLUMN).distinct().collect()]
@@ -212,10 +226,11 @@ def _write_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
             if count is None:  # plain partitions before `from_partition`, each task's rows in the bucket order
                 if not helper_order:
                     rows = rows.sortWithinPartitions(*[f"`{c}`" for c in _plain_order(spec, sort_within)])
-                targets.append(_write_plain(rows, storage, f"{base}-plain", spec.partition_columns))
+                targets.append(_write_plain(rows, storage, f"{base}-plain", spec.partition_columns, options=options))
             else:
                 targets.append(_insert_bucketed(rows, storage, spec, f"{base}-b{count}", int(count),
-                                                sort_within=sort_within, helper_order=helper_order))
+                                                sort_within=sort_within, helper_order=helper_order,
+                                                options=options))
         return targets
     finally:
         cached.unpersist()
@@ -232,7 +247,8 @@ def _plain_order(spec: TableSpec, sort_within: Sequence[str] | None) -> list[str
 
 
 def _insert_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, target: str, count: int, *,
-                     sort_within: Sequence[str] | None, helper_order: bool) -> Target:
+                     sort_within: Sequence[str] | None, helper_order: bool,
+                     options: Mapping[str, str] | None = None) -> Target:
     """Spark's bucketed insert of `df` into `target`, through a temporary external catalog table over it.
 
     Spark sorts a bucketed write by (partition, bucket, SORTED BY) itself: an order by table columns is declared
@@ -245,7 +261,7 @@ def _insert_bucketed(df: DataFrame, storage: Storage, spec: TableSpec, target: s
     sort_by = [] if helper_order else [spec.physical_of(c) for c in order if c not in partition]
     name = f"{bucketed_read.CATALOG_DATABASE}.lake_w_{uuid.uuid4().hex}"
     writer = df.write.mode("error").format("parquet").option("path", storage.uri(target)) \
-        .option(NO_SUCCESS_FILE, "false").option("maxRecordsPerFile", 0) \
+        .option(NO_SUCCESS_FILE, "false").option("maxRecordsPerFile", 0).options(**(options or {})) \
         .bucketBy(count, *[spec.physical_of(c) for c in bucket.columns])
     if sort_by:
         writer = writer.sortBy(*sort_by)

@@ -128,7 +128,8 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
         written: dict[str, Any] = dict(metrics or {})
         deleted = None if marker is None else F.col(MARK)
         files = write_dataframe(delta_rows(observed, spec, present, version_expr, deleted), table.storage,
-                                physical_spec(spec), txn.instant, metrics=written, bucket_shuffle=shuffle)
+                                physical_spec(spec), txn.instant, metrics=written, bucket_shuffle=shuffle,
+                                plain_columns=_plain_keys(spec))
         facts = observation.get
         if int(facts["null_versions"]):
             raise LakeSchemaError(f"{facts['null_versions']} row(s) have no version (NULL in {column!r}); nothing "
@@ -164,6 +165,13 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
     except BaseException:
         txn.abort()
         raise
+
+
+def _plain_keys(spec: TableSpec) -> list[str]:
+    """The key columns an upsert's files hold without a Parquet dictionary: an upsert sets a key about once, so
+    a dictionary of them is the keys again, built at a cost (`file_writer.plain_options`). Partition columns
+    live in directory names."""
+    return [spec.physical_of(k) for k in spec.primary_key if k not in spec.partition_columns]
 
 
 def _evolve(df: DataFrame, spec: TableSpec, version_column: str | None, mode: str,

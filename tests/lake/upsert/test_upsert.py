@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_lake.datagen import bdci
@@ -57,6 +58,10 @@ def test_parallel_out_of_order_upserts_merge_in_version_order(spark: Any, batche
     check(spark, table, expected)
     plan = table.read(spark)._jdf.queryExecution().executedPlan().toString()
     assert "Exchange" not in plan and "Bucketed: true" in plan  # merged per bucket where it is read
+    # the delta files hold the key without a dictionary (file_writer.plain_options), the values with one
+    delta = pq.read_metadata(table.storage.path(next(iter(table.state().files)))).row_group(0)
+    encodings = {delta.column(i).path_in_schema: delta.column(i).encodings for i in range(delta.num_columns)}
+    assert "PLAIN_DICTIONARY" not in encodings["uuid"] and "PLAIN_DICTIONARY" in encodings["city"]
     done_compact = compact(table, spark)
     assert done_compact.entry is not None and done_compact.entry.metrics["files_after"] <= BUCKETS
     check(spark, table, expected)
