@@ -68,7 +68,7 @@ def schema(partition_type: str) -> str:
     return f"id BIGINT, k {partition_type.upper()}, s STRING, d DOUBLE"
 
 
-def make_source(spark: SparkSession, path: Path, rows: int, files: int, values: int = 7,
+def make_source(spark: SparkSession, path: Path, rows: int, files: int, *, values: int = 7,
                 partition_type: str = "bigint") -> int:
     """Write the source dataset (k: `values` distinct partition values of `partition_type`); return its bytes."""
     from pyspark.sql import functions as F
@@ -161,7 +161,8 @@ def run_rounds(spark: SparkSession, root: Path, src: str, args: argparse.Namespa
                       f"{who:8s} {seconds:6.2f} s", flush=True)
             if round_no == total - 1:
                 checks[variant.name] = verify(spark, out, lake_path(root, variant, "ours", round_no), metrics,
-                                              args.rows, total if variant.append else 1, args.partition_type)
+                                              args.rows, writes=total if variant.append else 1,
+                                              partition_type=args.partition_type)
             if not variant.append:
                 for who in writers:
                     shutil.rmtree(lake_path(root, variant, who, round_no - 1), ignore_errors=True)
@@ -195,7 +196,7 @@ def content_hash(df: Any, partition_type: str) -> int:
     return int(df.select(F.sum(F.xxhash64(*typed).cast("decimal(38,0)")).alias("h")).first()["h"] or 0)
 
 
-def verify(spark: SparkSession, out: str, table: str, metrics: dict[str, Any], rows: int, writes: int = 1,
+def verify(spark: SparkSession, out: str, table: str, metrics: dict[str, Any], rows: int, *, writes: int = 1,
            partition_type: str = "bigint") -> dict[str, Any]:
     """Row counts, content hashes and file facts of both outputs after the last round (`writes` appends each)."""
     lake = LakeTable.open(table)
@@ -250,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             src = str(root / "source")
             seconds, source_bytes = timed(lambda: make_source(spark, Path(src), args.rows, args.source_files,
-                                                              args.partition_values, args.partition_type))
+                                                              values=args.partition_values,
+                                                              partition_type=args.partition_type))
             print(f"source: {args.rows} rows, {source_bytes / 1e6:.1f} MB in {args.source_files} files "
                   f"(generated in {seconds:.1f} s)")
             results = run_rounds(spark, root, src, args)
