@@ -243,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rows, --rounds, --source-files and --partition-values must be >= 1, --warmup >= 0")
 
     machine = machine_info()
+    import airflow_lake  # which checkout is measured (a "before" run puts another one first on PYTHONPATH)
+
+    machine["airflow_lake"] = str(Path(airflow_lake.__file__).parent)
+    print(f"airflow_lake from {machine['airflow_lake']}")
     print(f"append benchmark: {args.rows} rows, k {args.partition_type} with {args.partition_values} values, "
           f"{machine['nproc']} cores, load {machine['load_average']}")
     with scratch_dir("lake-bench-append-", keep=args.keep) as root:
