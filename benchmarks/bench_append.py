@@ -1,18 +1,24 @@
 """Benchmark: appends through the job runner vs plain Spark writes of the same data, in one session.
 
-Generates a source Parquet dataset once (`--rows` rows: id bigint, k bigint = id % 7, s string, d double), then in
-one local[2] SparkSession takes turns, for three variants, between:
+Generates a source Parquet dataset once (`--rows` rows: id bigint, k = id % `--partition-values` (7) as a bigint, or
+with `--partition-type string` as the string "region-<nn>", s string, d double), then in one local[2] SparkSession
+takes turns, for each variant, between:
   baseline  unpartitioned: spark.read.parquet(src).write.parquet(out)
             partitioned:   ... .write.partitionBy("k").parquet(out)
             bucketed:      ... .repartition(8, "id").write.bucketBy(8, "id").sortBy("id").saveAsTable(t)
   ours      airflow_lake.jobs.run(spark, "write", {"table": t, "source": {"path": src}}) into a lake table with the
             same layout (none / partition_by k / bucket {columns [id], count 8, sort_columns [id]})
+The plain variants write into a fresh table (a fresh directory) each round; their `-append` twins (e.g.
+`partitioned-append`) append to the same table every round, against Spark's `mode("append")` into the same directory
+(bucketed: the same catalog table): after the warm-up round every measured write is an append to a table with data.
   old       the same runner write through the previous pyarrow writer (`--old-path`; the writer was removed after
             commit 5975ca5, so this needs a checkout of that commit)
 One warm-up round is dropped; the median of `--rounds` rounds is reported as ours/baseline against the 1.1x goal,
 with the load average at the start and end of the run.
 
     .venv/bin/python benchmarks/bench_append.py --rows 4000000 --old-path --json-out /tmp/bench_append.json
+    .venv/bin/python benchmarks/bench_append.py --rows 3000000 --partition-values 16 --partition-type string
+After the last round both outputs are read back: row counts and an order-free hash of every row must be equal.
 """
 
 from __future__ import annotations
@@ -39,8 +45,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 GOAL_RATIO = 1.1
-SCHEMA = "id BIGINT, k BIGINT, s STRING, d DOUBLE"
 BUCKETS = 8
+PARTITION_TYPES = ("bigint", "string")
 
 
 @dataclass(frozen=True)
@@ -50,18 +56,29 @@ class Variant:
     name: str
     partition_by: tuple[str, ...] = ()
     bucketed: bool = False
+    append: bool = False  # into the same table every round (Spark: mode("append")), not a fresh one
 
 
-VARIANTS = (Variant("unpartitioned"), Variant("partitioned", ("k",)), Variant("bucketed", bucketed=True))
+_LAYOUTS = (Variant("unpartitioned"), Variant("partitioned", ("k",)), Variant("bucketed", bucketed=True))
+VARIANTS = (*_LAYOUTS, *(Variant(f"{v.name}-append", v.partition_by, v.bucketed, append=True) for v in _LAYOUTS))
 
 
-def make_source(spark: SparkSession, path: Path, rows: int, files: int) -> int:
-    """Write the source dataset; return its size in bytes."""
+def schema(partition_type: str) -> str:
+    """The table schema for the type of the partition column k."""
+    return f"id BIGINT, k {partition_type.upper()}, s STRING, d DOUBLE"
+
+
+def make_source(spark: SparkSession, path: Path, rows: int, files: int, *, values: int = 7,
+                partition_type: str = "bigint") -> int:
+    """Write the source dataset (k: `values` distinct partition values of `partition_type`); return its bytes."""
     from pyspark.sql import functions as F
 
+    k = F.col("id") % values
+    if partition_type == "string":  # "region-00" ... (the user's case: a few string values)
+        k = F.concat(F.lit("region-"), F.lpad(k.cast("string"), len(str(values - 1)) + 1, "0"))
     df = spark.range(0, rows, numPartitions=files).select(
         F.col("id"),
-        (F.col("id") % 7).alias("k"),
+        k.alias("k"),
         F.concat(F.lit("p-"), F.substring(F.sha2(F.col("id").cast("string"), 256), 1, 24)).alias("s"),
         (F.rand(42) * 1000).alias("d"),
     )
@@ -70,21 +87,24 @@ def make_source(spark: SparkSession, path: Path, rows: int, files: int) -> int:
 
 
 def baseline_write(spark: SparkSession, src: str, out: str, variant: Variant) -> None:
-    """What a user of plain Spark writes for the same layout."""
+    """What a user of plain Spark writes for the same layout (an append variant: into the same output)."""
     df = spark.read.parquet(src)
+    mode = "append" if variant.append else "overwrite"
     if variant.bucketed:
-        spark.sql("DROP TABLE IF EXISTS bench_bucketed")
-        (df.repartition(BUCKETS, "id").write.mode("overwrite").option("path", out)
-         .bucketBy(BUCKETS, "id").sortBy("id").saveAsTable("bench_bucketed"))
+        name = "bench_bucketed_append" if variant.append else "bench_bucketed"
+        if not variant.append:
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
+        (df.repartition(BUCKETS, "id").write.mode(mode).option("path", out)
+         .bucketBy(BUCKETS, "id").sortBy("id").saveAsTable(name))
         return
-    writer = df.write.mode("overwrite")
+    writer = df.write.mode(mode)
     if variant.partition_by:
         writer = writer.partitionBy(*variant.partition_by)
     writer.parquet(out)
 
 
-def create_lake_table(path: str, variant: Variant) -> None:
-    spec: dict[str, Any] = {"table": path, "schema": SCHEMA}
+def create_lake_table(path: str, variant: Variant, partition_type: str = "bigint") -> None:
+    spec: dict[str, Any] = {"table": path, "schema": schema(partition_type)}
     if variant.partition_by:
         spec["partition_by"] = list(variant.partition_by)
     if variant.bucketed:
@@ -126,11 +146,12 @@ def run_rounds(spark: SparkSession, root: Path, src: str, args: argparse.Namespa
             order = who_all[round_no % len(who_all):] + who_all[:round_no % len(who_all)]
             metrics: dict[str, Any] = {}
             for who in order:
-                table = str(root / f"lake-{variant.name}-{who}-{round_no}")
+                table = lake_path(root, variant, who, round_no)
                 if who == "baseline":
                     seconds, _ = timed(partial(baseline_write, spark, src, out, variant))
                 else:
-                    create_lake_table(table, variant)
+                    if not variant.append or round_no == 0:
+                        create_lake_table(table, variant, args.partition_type)
                     seconds, got = timed(partial(writers[who], spark, src, table))
                     if who == "ours":
                         metrics = got
@@ -139,10 +160,12 @@ def run_rounds(spark: SparkSession, root: Path, src: str, args: argparse.Namespa
                 print(f"  round {round_no + 1}/{total}{'' if counted else ' (warm-up)'} {variant.name:13s} "
                       f"{who:8s} {seconds:6.2f} s", flush=True)
             if round_no == total - 1:
-                checks[variant.name] = verify(spark, out, str(root / f"lake-{variant.name}-ours-{round_no}"),
-                                              metrics, args.rows)
-            for who in writers:
-                shutil.rmtree(root / f"lake-{variant.name}-{who}-{round_no - 1}", ignore_errors=True)
+                checks[variant.name] = verify(spark, out, lake_path(root, variant, "ours", round_no), metrics,
+                                              args.rows, writes=total if variant.append else 1,
+                                              partition_type=args.partition_type)
+            if not variant.append:
+                for who in writers:
+                    shutil.rmtree(lake_path(root, variant, who, round_no - 1), ignore_errors=True)
     results = []
     for variant in variants:
         got = samples[variant.name]
@@ -160,15 +183,32 @@ def run_rounds(spark: SparkSession, root: Path, src: str, args: argparse.Namespa
     return results
 
 
-def verify(spark: SparkSession, out: str, table: str, metrics: dict[str, Any], rows: int) -> dict[str, Any]:
-    """Row counts and file facts of both outputs of the last round."""
+def lake_path(root: Path, variant: Variant, who: str, round_no: int) -> str:
+    """The lake table `who` writes in a round: a fresh one per round, or for an append variant always the same."""
+    return str(root / (f"lake-{variant.name}-{who}" if variant.append else f"lake-{variant.name}-{who}-{round_no}"))
+
+
+def content_hash(df: Any, partition_type: str) -> int:
+    """An order-free hash of every row (sum of xxhash64 of the typed columns): equal for equal multisets of rows."""
+    from pyspark.sql import functions as F
+
+    typed = [F.col("id").cast("bigint"), F.col("k").cast(partition_type), F.col("s"), F.col("d").cast("double")]
+    return int(df.select(F.sum(F.xxhash64(*typed).cast("decimal(38,0)")).alias("h")).first()["h"] or 0)
+
+
+def verify(spark: SparkSession, out: str, table: str, metrics: dict[str, Any], rows: int, *, writes: int = 1,
+           partition_type: str = "bigint") -> dict[str, Any]:
+    """Row counts, content hashes and file facts of both outputs after the last round (`writes` appends each)."""
     lake = LakeTable.open(table)
-    lake_rows = lake.read(spark).count()
-    baseline_rows = spark.read.parquet(out).count()
+    lake_df = lake.read(spark)
+    baseline_df = spark.read.parquet(out)
+    lake_rows, baseline_rows = lake_df.count(), baseline_df.count()
+    lake_hash, baseline_hash = content_hash(lake_df, partition_type), content_hash(baseline_df, partition_type)
     snapshot = lake.snapshot()
     return {
-        "source_rows": rows, "baseline_rows": baseline_rows, "lake_rows": lake_rows,
-        "rows_match": lake_rows == baseline_rows == rows == metrics.get("rows_added"),
+        "source_rows": rows, "writes": writes, "baseline_rows": baseline_rows, "lake_rows": lake_rows,
+        "rows_match": lake_rows == baseline_rows == rows * writes and metrics.get("rows_added") == rows,
+        "hash_match": lake_hash == baseline_hash,
         "baseline_files": len(list(Path(out).rglob("*.parquet"))), "lake_files": len(snapshot.files),
         "baseline_bytes": dir_bytes(Path(out)), "lake_bytes": snapshot.bytes,
     }
@@ -178,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=4_000_000, help="rows in the source (default 4000000)")
     parser.add_argument("--source-files", type=int, default=4, help="Parquet files in the source (default 4)")
+    parser.add_argument("--partition-values", type=int, default=7,
+                        help="distinct values of the partition column k (default 7)")
+    parser.add_argument("--partition-type", choices=PARTITION_TYPES, default="bigint",
+                        help="type of k: bigint (id %% N) or string ('region-<nn>') (default bigint)")
     parser.add_argument("--rounds", type=int, default=5, help="measured rounds (default 5)")
     parser.add_argument("--warmup", type=int, default=1, help="warm-up rounds, not counted (default 1)")
     parser.add_argument("--old-path", action="store_true",
@@ -195,17 +239,24 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not args.variants:
         parser.error(f"--variants: unknown {unknown or 'empty list'}; choose from "
                      f"{', '.join(v.name for v in VARIANTS)}")
-    if args.rows < 1 or args.rounds < 1 or args.warmup < 0 or args.source_files < 1:
-        parser.error("--rows, --rounds and --source-files must be >= 1, --warmup >= 0")
+    if args.rows < 1 or args.rounds < 1 or args.warmup < 0 or args.source_files < 1 or args.partition_values < 1:
+        parser.error("--rows, --rounds, --source-files and --partition-values must be >= 1, --warmup >= 0")
 
     machine = machine_info()
-    print(f"append benchmark: {args.rows} rows, {machine['nproc']} cores, load {machine['load_average']}")
+    import airflow_lake  # which checkout is measured (a "before" run puts another one first on PYTHONPATH)
+
+    machine["airflow_lake"] = str(Path(airflow_lake.__file__).parent)
+    print(f"airflow_lake from {machine['airflow_lake']}")
+    print(f"append benchmark: {args.rows} rows, k {args.partition_type} with {args.partition_values} values, "
+          f"{machine['nproc']} cores, load {machine['load_average']}")
     with scratch_dir("lake-bench-append-", keep=args.keep) as root:
         conf = dict(DEFAULT_CONF)  # the runner's session conf (jobs/session.py)
         spark = local_spark("airflow-lake bench_append", conf, root / "warehouse")
         try:
             src = str(root / "source")
-            seconds, source_bytes = timed(lambda: make_source(spark, Path(src), args.rows, args.source_files))
+            seconds, source_bytes = timed(lambda: make_source(spark, Path(src), args.rows, args.source_files,
+                                                              values=args.partition_values,
+                                                              partition_type=args.partition_type))
             print(f"source: {args.rows} rows, {source_bytes / 1e6:.1f} MB in {args.source_files} files "
                   f"(generated in {seconds:.1f} s)")
             results = run_rounds(spark, root, src, args)
@@ -216,22 +267,25 @@ def main(argv: list[str] | None = None) -> int:
     headers = ["variant", "baseline s", "ours s", "ours/baseline", "paired"]
     if args.old_path:
         headers += ["old s", "old/baseline"]
-    headers += ["goal", "rows match"]
+    headers += ["goal", "rows match", "hash match"]
     table_rows = []
     for r in results:
         line = [r["variant"], r["baseline_seconds"], r["ours_seconds"], f"{r['ours_ratio']:.2f}x",
                 f"{r['ours_paired_ratio_median']:.2f}x"]
         if args.old_path:
             line += [r["old_seconds"], f"{r['old_ratio']:.2f}x"]
-        line += ["ok" if r["meets_goal"] else f"MISS (> {GOAL_RATIO}x)", r["rows_match"]]
+        line += ["ok" if r["meets_goal"] else f"MISS (> {GOAL_RATIO}x)", r["rows_match"], r["hash_match"]]
         table_rows.append(line)
     print_table(headers, table_rows)
     print(f"load average: start {machine['load_average']}, end {load_end}")
+    wrong = [r["variant"] for r in results if not (r["rows_match"] and r["hash_match"])]
+    if wrong:
+        print(f"RESULTS DIFFER from the baseline's in {', '.join(wrong)}: the ratios above mean nothing")
     write_result(args.json_out, {
         "benchmark": "append", "machine": machine, "args": vars(args), "goal_ratio": GOAL_RATIO,
         "load_average_end": load_end, "spark_conf": conf, "source_bytes": source_bytes, "results": results,
     })
-    return 0
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":

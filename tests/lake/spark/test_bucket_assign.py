@@ -78,3 +78,28 @@ def test_a_join_that_coalesces_buckets_writes_into_the_coalesced_count_without_a
     assert (metrics["query_exchanges"], metrics["write_exchanges"]) == (0, 0)  # 16 coalesced to 8 in the join
     file_rows_in_their_bucket(spark, out)
     assert out.read(spark).count() == 300
+
+
+def test_an_unpartitioned_bucketed_write_shuffles_one_task_per_bucket_as_spark_bucket_by(spark: Any,
+                                                                                         tmp_path: Path) -> None:
+    """Spark's hash partitioning of the bucket columns into the bucket count is the bucket id: the shuffle
+    carries no helper column and is not coalesced into tasks of several buckets (as `repartition(n, keys)`
+    before `bucketBy`); the write is still one sorted file per bucket."""
+    import re
+
+    from airflow_lake.lake.spark.bucket_assign import assign_buckets
+    from airflow_lake.lake.spark.plan_text import plan_text
+    from airflow_lake.lake.spec.table_spec import stored_spec
+
+    table = make(tmp_path / "t", partitioned=False, bucket={"columns": ["k"], "count": 8, "sort_columns": ["v"]})
+    rows = rows_df(spark, 50, days=("d1", "d2"))
+    plan = plan_text(assign_buckets(rows, stored_spec(table.state().spec), "n", "b", sort=False).drop("b"))
+    assert len(re.findall(r"Exchange hashpartitioning\(k#\d+L, 8\), REPARTITION_BY_NUM", plan)) == 1, plan
+    metrics = table.write(rows).metrics
+    assert metrics["write_exchanges"] == 1 and metrics["rows_added"] == 100
+    files = table.snapshot().files
+    assert sorted(f.bucket for f in files) == list(range(8))
+    file_rows_in_their_bucket(spark, table)
+    for f in files:
+        values = pq.read_table(table.storage.path(f.path)).column("v").to_pylist()
+        assert values == sorted(values)
