@@ -152,6 +152,12 @@ def live_of(df: DataFrame) -> list[str]:
     return sorted(p.removeprefix("file://").removeprefix("file:") for p in df.inputFiles())
 
 
+def iceberg_live(spark: SparkSession, table: str) -> list[str]:
+    """An Iceberg table's live data files, from its `files` metadata table (a v2 scan has no inputFiles)."""
+    rows = spark.sql(f"SELECT file_path FROM {ICEBERG_CATALOG}.{table}.files").collect()
+    return sorted(str(r[0]).removeprefix("file://").removeprefix("file:") for r in rows)
+
+
 def fresh(path: Path) -> Path:
     shutil.rmtree(path, ignore_errors=True)
     return path
@@ -237,7 +243,7 @@ def clustering_ways(spark: SparkSession, setup: PeerSetup, engines: list[str], s
                     f"'max-file-group-size-bytes', '{10**13}'))")
             seconds, _ = timed(lambda: spark.sql(call).collect())
             try:
-                return outcome(seconds, live_of(spark.table(f"{ICEBERG_CATALOG}.{table}")))
+                return outcome(seconds, iceberg_live(spark, table))
             finally:
                 spark.sql(f"DROP TABLE IF EXISTS {ICEBERG_CATALOG}.{table} PURGE")
 
@@ -276,7 +282,7 @@ def bytes_of(paths: list[str]) -> int:
 def iceberg_prepare(spark: SparkSession, setup: PeerSetup) -> None:
     """target-file-size-bytes for about `files` outputs: the input bytes of an Iceberg copy / files."""
     table = iceberg_copy(spark, setup, "prep")
-    setup.peer_target["iceberg"] = max(1, -(-bytes_of(live_of(spark.table(f"{ICEBERG_CATALOG}.{table}")))
+    setup.peer_target["iceberg"] = max(1, -(-bytes_of(iceberg_live(spark, table))
                                             // setup.files))
     spark.sql(f"DROP TABLE IF EXISTS {ICEBERG_CATALOG}.{table} PURGE")
 
@@ -509,11 +515,15 @@ def run_engines(spark: SparkSession, spec: dict[str, Any]) -> list[Result]:
             info = spec["parts"]["upsert"]
             common = {"engines": engines, "styles": info["styles"], "spark_version": spark_version,
                       "threads": info["threads"]}
+            # every engine alike: 200 shuffle partitions (Spark's default) make each of the peers' MERGEs run
+            # hundreds of tiny tasks on 2 cores (a 75k-row smoke run: 250-390 s per Delta run)
+            spark.conf.set("spark.sql.shuffle.partitions", str(info["shuffle_partitions"]))
             if not spec.get("no_warmup"):
                 progress(f"[spark {spark_version}] upsert: an untimed warm-up of every way")
                 run_upserts(spark, [Path(p) for p in info["warmup_files"]], rounds=1, scratch=scratch / "upsert-warm",
                             **common)
             progress(f"[spark {spark_version}] upsert: BDCI, {info['rows']} rows per batch")
+            spark.conf.set("spark.sql.shuffle.partitions", str(info["shuffle_partitions"]))
             results += run_upserts(spark, [Path(p) for p in info["files"]], rounds=info["rounds"],
                                    scratch=scratch / "upsert", **common)
     finally:
@@ -621,6 +631,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--upsert-rows", type=int, default=100_000,
                         help="rows of each of base-1..10, base-0 5x (default 100000: 1.5M rows in all)")
     parser.add_argument("--styles", default="version,exact", help="MERGE styles: version, exact")
+    parser.add_argument("--upsert-shuffle-partitions", type=int, default=8,
+                        help="spark.sql.shuffle.partitions for every engine's upserts (default 8)")
     parser.add_argument("--threads", type=int, default=1, help="our upserts at once (default 1: in sequence)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--engines", default="ours,spark,delta,iceberg,hudi")
@@ -710,7 +722,8 @@ def main(argv: list[str] | None = None) -> int:
                 parts["upsert"] = {"files": [str(p) for p in files], "rows": args.upsert_rows,
                                    "warmup_files": [str(p) for p in warm_files],
                                    "styles": [s.strip() for s in args.styles.split(",") if s.strip()],
-                                   "rounds": args.rounds, "threads": args.threads}
+                                   "rounds": args.rounds, "threads": args.threads,
+                                   "shuffle_partitions": args.upsert_shuffle_partitions}
             spec = {"work": str(work), "parts": parts, "warmup": warmup, "no_warmup": args.no_warmup}
             if on_here:
                 results += run_engines(prep, {**spec, "engines": on_here})
@@ -735,14 +748,19 @@ def main(argv: list[str] | None = None) -> int:
         f"{machine['nproc']} cores, {machine['memory']}; load average {machine['load_average']} at the start, "
         f"{[round(x, 2) for x in os.getloadavg()]} at the end",
         f"- code: git {machine['git_revision']}; pyspark {here_version} here"
-        + (f", {on_41} also on the pyspark 4.1 venv" if on_41 else "") + f"; jars: {status}",
-        f"- clustering: {args.rows:,} rows in {args.input_files} input files -> {args.files} files, "
-        f"{args.rounds} rounds alternating (skewed: 1 round); spark.sql.shuffle.partitions 4; "
-        "box-query share = mean % of files whose footer min/max meet a 1% box (50 boxes)",
-        f"- upsert: BDCI {args.upsert_rows * (bdci.BASE_FACTOR + bdci.FILES - 1):,} rows (base-0 "
-        f"{args.upsert_rows * bdci.BASE_FACTOR:,} + 10 x {args.upsert_rows:,}), arrival order of bench_upsert "
-        f"(random.Random(3)), {args.rounds} rounds alternating; each result compared with the oracle (plain Spark's "
-        "one-shot merge): the hash of all rows, and on a mismatch the keys differing per column",
+        + (f", {on_41} on the pyspark 4.1 venv" if on_41 else "") + "; peers_setup.sh: "
+        + "; ".join(f"{k} {v}" for k, v in status.items()),
+        *([f"- clustering: {args.rows:,} rows in {args.input_files} input files -> {args.files} files, "
+           f"{args.rounds} rounds alternating after an untimed warm-up of every way"
+           + ("; skewed: the same shape, 1 round" if args.skewed else "")
+           + "; spark.sql.shuffle.partitions 4; box-query share = mean % of files whose footer min/max meet a "
+           "1% box (50 boxes; skewed: 10% of the rows' rank in x by 10% in y)"] if parts["clustering"] else []),
+        *([f"- upsert: BDCI {args.upsert_rows * (bdci.BASE_FACTOR + bdci.FILES - 1):,} rows (base-0 "
+           f"{args.upsert_rows * bdci.BASE_FACTOR:,} + 10 x {args.upsert_rows:,}) arriving in bench_upsert's order "
+           f"(random.Random(3)), {args.rounds} rounds alternating after an untimed warm-up; each result compared "
+           "with the oracle (plain Spark's one-shot merge): the hash of all rows, and on a mismatch the keys "
+           "differing per column; spark.sql.shuffle.partitions "
+           f"{args.upsert_shuffle_partitions} for every engine"] if parts["upsert"] else []),
         "- / ours and / plain Spark: ratios of medians on the same Spark version (clustering: ours of the same kind "
         "— Z-order to ZORDER, Hilbert/liquid to HILBERT, sort to LINEAR(x, y))",
     ]

@@ -33,7 +33,7 @@ STATUS="$CACHE/status.txt"
 fetch() {  # fetch NAME GROUP:ARTIFACT:VERSION [transitive: yes|no]
     local name="$1" coord="$2" transitive="${3:-yes}" dir="$CACHE/jars/$1"
     if [ -f "$dir/.complete" ] && [ "$(cat "$dir/.complete")" = "$coord" ]; then
-        echo "$name ok $coord (cached)" | tee -a "$STATUS.new"; return 0
+        echo "$name ok $coord" | tee -a "$STATUS.new"; return 0
     fi
     rm -rf "$dir" "$CACHE/pom-$name"; mkdir -p "$dir" "$CACHE/pom-$name"
     IFS=: read -r group artifact version <<<"$coord"
@@ -50,8 +50,8 @@ POM
                 -DincludeScope=runtime)
     [ "$transitive" = no ] && args+=(-DexcludeTransitive=true)
     if ! mvn "${args[@]}" > "$CACHE/pom-$name/mvn.log" 2>&1; then
-        echo "$name MISSING $coord: $(grep -m1 -oE "Could not (find|resolve)[^:]*[^.]*" "$CACHE/pom-$name/mvn.log" \
-              || tail -1 "$CACHE/pom-$name/mvn.log")" | tee -a "$STATUS.new"
+        echo "$name MISSING $coord: $(grep -m1 -oE "Could not find artifact [^ ]+( in [a-z]+)?" \
+              "$CACHE/pom-$name/mvn.log" || grep -m1 ERROR "$CACHE/pom-$name/mvn.log")" | tee -a "$STATUS.new"
         rm -rf "$dir"; return 0
     fi
     # drop what Spark already ships (same artifact, any version): one copy per class on the classpath
@@ -71,7 +71,7 @@ fetch hudi "$HUDI" no
 VENV="$CACHE/venv-spark$PYSPARK_41"
 UV="${UV:-$(command -v uv || echo "$(dirname "$PYTHON")/uv")}"
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import pyspark, sys; sys.exit(pyspark.__version__ != '$PYSPARK_41')" 2>/dev/null; then
-    echo "venv ok $VENV (pyspark $PYSPARK_41, cached)" | tee -a "$STATUS.new"
+    echo "venv ok $VENV (pyspark $PYSPARK_41)" | tee -a "$STATUS.new"
 else
     rm -rf "$VENV"
     "$UV" venv -q --python "$("$PYTHON" -c 'import sys; print(sys.executable)')" "$VENV"
