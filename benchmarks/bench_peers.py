@@ -639,6 +639,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spark41-python", default=str(SPARK41_PYTHON),
                         help="Python of the pyspark 4.1 venv (peers_setup.sh) for Iceberg")
     parser.add_argument("--no-warmup", action="store_true")
+    parser.add_argument("--only-spark41", action="store_true",
+                        help="run only the pyspark 4.1 share (Iceberg with ours and plain Spark beside it)")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "lake-bench-peers"))
     parser.add_argument("--out", default=None, help="also write the markdown report here")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # spec JSON: run it, write results
@@ -681,6 +683,8 @@ def main(argv: list[str] | None = None) -> int:
                            "found on Maven Central from this machine (POM and maven-metadata.xml 404; mvn "
                            "dependency:get: Could not find artifact). Its upsert (precombine/ordering field) and "
                            "clustering were not run; no figure is given for it.")
+    if args.only_spark41:
+        on_here = []
     if jars("iceberg"):
         unavailable.append("Iceberg on Spark " + here_version + ": no iceberg-spark-runtime-4.2 release; the 4.1 "
                            "runtime fails on 4.2 (IncompatibleClassChangeError: SparkView implements "

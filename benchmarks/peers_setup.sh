@@ -46,11 +46,11 @@ fetch() {  # fetch NAME GROUP:ARTIFACT:VERSION [transitive: yes|no]
   </dependency></dependencies>
 </project>
 POM
-    local args=(-B -q -f "$CACHE/pom-$name/pom.xml" dependency:copy-dependencies -DoutputDirectory="$dir"
+    local args=(-B -q -U -f "$CACHE/pom-$name/pom.xml" dependency:copy-dependencies -DoutputDirectory="$dir"
                 -DincludeScope=runtime)
     [ "$transitive" = no ] && args+=(-DexcludeTransitive=true)
     if ! mvn "${args[@]}" > "$CACHE/pom-$name/mvn.log" 2>&1; then
-        echo "$name MISSING $coord: $(grep -m1 -oE "Could not find artifact [^ ]+( in [a-z]+)?" \
+        echo "$name MISSING $coord: $(grep -m1 -oE "Could not find artifact [^ ]+|[^ ]+ was not found in [^ ]+" \
               "$CACHE/pom-$name/mvn.log" || grep -m1 ERROR "$CACHE/pom-$name/mvn.log")" | tee -a "$STATUS.new"
         rm -rf "$dir"; return 0
     fi
