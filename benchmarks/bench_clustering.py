@@ -20,7 +20,9 @@ of it (`shutil.copytree`, outside the timed region).
                      orientation only.
            Every variant runs `--rounds` times; within a round the variants alternate and the order rotates
            each round. One untimed warm-up of every Spark variant on a small table comes first (`--no-warmup`).
-           Reported: median seconds, ratio of medians to the baseline, median of the per-round ratios.
+           Reported: median seconds, ratio of medians to the baseline, median of the per-round ratios, and the
+           CPU seconds of this process and all its descendants (the JVM, the Python workers) in the timed call,
+           median and ratio to the baseline's: on a busy machine a steadier figure than the wall time.
 (2) layout 50 random box queries (fixed seed), each a 100,000 x 100,000 square inside [0, 1e6)^2 (1% of the
            domain): the share of files a query must open, judged by each file's Parquet footer min/max of x
            and y (min over row groups of the mins, max of the maxes). Mean % over the boxes for the input
@@ -411,6 +413,45 @@ class Outcome:
     files: int
     boxes: list[FileBox | None]
     facts: dict[str, Any] = field(default_factory=dict)
+    cpu: float = float("nan")  # CPU seconds of the process tree in the timed call (`tree_cpu`)
+
+
+def tree_cpu() -> float:
+    """CPU seconds (user + system, own and reaped children's) of this process and every live descendant, from
+    /proc (Linux; NaN elsewhere): the driver, the JVM and Spark's Python workers."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    parents: dict[int, int] = {}
+    times: dict[int, int] = {}
+    try:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid ...
+            parents[int(entry.name)] = int(fields[1])
+            times[int(entry.name)] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    except OSError:
+        return float("nan")
+    tree, todo = set(), [os.getpid()]
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    while todo:
+        pid = todo.pop()
+        if pid not in tree:
+            tree.add(pid)
+            todo.extend(children.get(pid, []))
+    return sum(times.get(pid, 0) for pid in tree) / tick
+
+
+def timed_cpu(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """`timed`, and the process tree's CPU seconds meanwhile (`tree_cpu`)."""
+    cpu = tree_cpu()
+    seconds, result = timed(fn)
+    return seconds, tree_cpu() - cpu, result
 
 
 def run_ours(spark: SparkSession, setup: Setup, variant: Variant, scratch: Path) -> Outcome:
@@ -428,12 +469,12 @@ def run_ours(spark: SparkSession, setup: Setup, variant: Variant, scratch: Path)
             raise RuntimeError(f"schedule_clustering planned nothing: {sched.get('reason')} (spec {schedule_spec})")
         if sched.get("output_files") != setup.files:
             raise RuntimeError(f"the plan writes {sched.get('output_files')} files, not {setup.files}")
-        seconds, metrics = timed(lambda: run(spark, "execute_clustering", {"table": str(path),
-                                                                           "plan_id": sched["plan_id"]}))
+        seconds, cpu, metrics = timed_cpu(lambda: run(spark, "execute_clustering", {"table": str(path),
+                                                                                    "plan_id": sched["plan_id"]}))
         files = live_files(path)
         return Outcome(seconds, len(files), footer_boxes(files, setup.columns),
                        {"execute_seconds": metrics.get("execute_seconds"), "files_before": metrics.get("files_before"),
-                        "files_after": metrics.get("files_after"), "bytes_after": metrics.get("bytes_after")})
+                        "files_after": metrics.get("files_after"), "bytes_after": metrics.get("bytes_after")}, cpu)
     finally:
         shutil.rmtree(path, ignore_errors=True)
 
@@ -443,11 +484,11 @@ def run_spark(spark: SparkSession, setup: Setup, scratch: Path) -> Outcome:
     out = scratch / "spark-out"
     shutil.rmtree(out, ignore_errors=True)
     try:
-        seconds, _ = timed(lambda: spark.read.parquet(*setup.inputs).repartitionByRange(setup.files, "x")
-                           .sortWithinPartitions("x").write.parquet(str(out)))
+        seconds, cpu, _ = timed_cpu(lambda: spark.read.parquet(*setup.inputs).repartitionByRange(setup.files, "x")
+                                    .sortWithinPartitions("x").write.parquet(str(out)))
         files = sorted(str(p) for p in out.glob("part-*.parquet"))
         return Outcome(seconds, len(files), footer_boxes(files, setup.columns),
-                       {"bytes_after": sum(Path(f).stat().st_size for f in files)})
+                       {"bytes_after": sum(Path(f).stat().st_size for f in files)}, cpu)
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -539,7 +580,8 @@ def run_rounds(label: str, rounds: int, make: dict[str, Runner], errors: dict[st
                 progress(f"  {label} round {round_no + 1}/{rounds} {who:15s} FAILED:\n{errors[who]}")
                 continue
             kept.setdefault(who, []).append(got)
-            progress(f"  {label} round {round_no + 1}/{rounds} {who:15s} {got.seconds:7.2f} s  {got.files} files")
+            progress(f"  {label} round {round_no + 1}/{rounds} {who:15s} {got.seconds:7.2f} s  {got.files} files"
+                     f"  CPU {got.cpu:6.2f} s")
     return kept
 
 
@@ -742,11 +784,12 @@ def main(argv: list[str] | None = None) -> int:
     ]
     base_runs = xy_results.get(BASELINE, [])
     base = median([o.seconds for o in base_runs]) if base_runs else float("nan")
+    base_cpu = median([o.cpu for o in base_runs]) if base_runs else float("nan")
     rows = []
     for v in variants:
         runs = xy_results.get(v.key)
         if not runs:
-            rows.append([v.label, "failed", "", "", "", "", "", ""])
+            rows.append([v.label, "failed", "", "", "", "", "", "", "", ""])
             continue
         secs = [o.seconds for o in runs]
         mid = median(secs)
@@ -758,10 +801,12 @@ def main(argv: list[str] | None = None) -> int:
         elif v.key == DELTA:
             goal = "(different engine)"
         inner = runs[-1].facts.get("execute_seconds")
+        cpu = median([o.cpu for o in runs])
         rows.append([v.label, f"{mid:.2f}", ", ".join(f"{s:.2f}" for s in secs), f"{ratio(mid, base):.3f}x",
-                     f"{paired:.3f}x", goal, runs[-1].files, "" if inner is None else f"{inner:.2f}"])
+                     f"{paired:.3f}x", goal, runs[-1].files, "" if inner is None else f"{inner:.2f}", f"{cpu:.2f}",
+                     f"{ratio(cpu, base_cpu):.3f}x"])
     lines += md_table(["variant", "median s", "runs s", "/ baseline", "paired ratio", "goal", "files out",
-                       "execute_seconds (metric)"], rows)
+                       "execute_seconds (metric)", "CPU s (process tree)", "CPU / baseline"], rows)
     if DELTA in xy_results:
         d = xy_results[DELTA][-1].facts
         lines += ["", f"delta-rs {deltalake_version}: the same rows read from the lake table's {len(xy.inputs)} "

@@ -2,7 +2,9 @@
 the curve coordinates (`keys.py`).
 
 - `sortable_long`: a bigint whose signed order is the values' order (SAMPLE ranks these; strings are
-  ranked as strings).
+  ranked as strings). For floating point the JVM expression (`double_bits`: log2, powers, divisions; Spark SQL
+  has no doubleToLongBits) costs ~0.4 us a row, 10x a cast: SAMPLE passes the doubles themselves and maps
+  them in numpy instead (`sortable_doubles`, the same bigints, ~1 ns a row).
 - `direct_value`: 64 bits whose *unsigned* order is the values' order (sign flip for integers, the IEEE
   bit trick for floating point, the first 8 UTF-8 bytes for strings): a DIRECT coordinate before its
   common high bits are trimmed; `direct_coordinate` maps NULL to the largest.
@@ -16,6 +18,8 @@ from airflow_lake.lake.errors import LakeSpecError
 from airflow_lake.lake.spec.types import FLOAT_TYPES, INTEGER_TYPES
 
 if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
     from pyspark.sql import Column
 
 MIN_LONG = -(1 << 63)
@@ -60,6 +64,30 @@ def sortable_long(col: Column, type_name: str) -> Column:
         return double_bits(col.cast("double")).bitwiseXOR(F.lit(MIN_LONG))
     raise LakeSpecError("sort_columns", f"type {type_name} cannot be a curve coordinate.",
                         "Use integer, floating point, decimal, date, timestamp or string columns.")
+
+
+def sortable_doubles(values: np.ndarray) -> np.ndarray:
+    """`sortable_long` of doubles in numpy: the same bigints (-0.0 as 0.0, every NaN as Spark's one NaN, the
+    largest), from the IEEE bits directly: non-negative values keep their bits, negative ones flip all but
+    the sign bit."""
+    import numpy as np
+
+    d = np.asarray(values, dtype=np.float64)
+    bits = np.where(d == 0.0, 0.0, d).view(np.int64)  # (a new array: -0.0 is 0.0)
+    bits[np.isnan(d)] = 0x7FF8 << 48
+    return np.asarray(np.where(bits < 0, bits ^ np.int64(~MIN_LONG), bits))
+
+
+def sortable_array(values: pa.Array) -> pa.Array:
+    """A floating point Arrow array as `sortable_doubles` bigints (NULL kept); any other array as it is."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_floating(values.type):
+        return values
+    numbers = sortable_doubles(pc.fill_null(values, 0.0).to_numpy(zero_copy_only=False))
+    return pa.array(numbers, type=pa.int64(), mask=values.is_null().to_numpy(zero_copy_only=False)
+                    if values.null_count else None)
 
 
 def double_bits(d: Column) -> Column:

@@ -1,8 +1,9 @@
 """Curve keys: the words clustering sorts a group's rows by, and the file each row goes to.
 
 The JVM maps each sort column to an integer that keeps its order (`coordinates.py`; SAMPLE strings stay
-strings); one scalar Arrow UDF (`CurveKeys.evaluate`, numpy on Arrow batches of the sort columns only, the
-rest of the row stays in the JVM) turns those into coordinates — the rank among the sampled bounds (SAMPLE)
+strings, SAMPLE doubles stay doubles, mapped in numpy: `coordinates.sortable_doubles`); one scalar Arrow UDF
+(`CurveKeys.evaluate`, numpy on Arrow batches of the sort columns only, the rest of the row stays in the JVM)
+turns those into coordinates — the rank among the sampled bounds (SAMPLE)
 or the low bits (DIRECT) — and the coordinates into Z-order or Hilbert words (`curves.py`).
 
 Cutting a group into `files` files: the sample that gives the SAMPLE bounds (DIRECT samples too, at least

@@ -103,6 +103,27 @@ def test_float_coordinates_are_the_ieee_bit_trick(spark: Any) -> None:
     assert [v for v, _ in ordered] == sorted(values)
 
 
+def test_doubles_mapped_in_numpy_are_the_jvms_sortable_longs_and_rank_the_same(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    from airflow_lake.lake.clustering import sample
+
+    rng = random.Random(6)
+    values = [0.0, -0.0, 1.0, -1.0, 1e-310, -1e-310, 5e-324, -5e-324, float("inf"), float("-inf"), float("nan"),
+              1e308, -2.5, 0.1, 2.0 ** 52 + 1, 1023.9999999, *(rng.uniform(-1, 1) * 10 ** rng.randint(-300, 300)
+                                                                  for _ in range(100))]
+    df = spark.createDataFrame([(v, v) for v in [*values, None]], "d DOUBLE, f FLOAT")
+    rows = df.select(coordinates.sortable_long(F.col("d"), "double").alias("d"),
+                     coordinates.sortable_long(F.col("f"), "float").alias("f"),
+                     *sample.sample_keys(["d", "f"], ["double", "float"])).toArrow()
+    for jvm, passed in ((0, 2), (1, 3)):  # what the SAMPLE path passes (doubles), mapped in numpy
+        assert coordinates.sortable_array(rows.column(passed).combine_chunks()).to_pylist() == \
+            rows.column(jvm).to_pylist()
+    bounds = np.array(sorted(set(rows.column(0).to_pylist()[::7]) - {None}), dtype=np.int64)
+    assert sample.rank(rows.column(2).combine_chunks(), bounds).tolist() == \
+        sample.rank(rows.column(0).combine_chunks(), bounds).tolist()
+
+
 @pytest.mark.parametrize(("type_name", "values"), [
     ("int", [5, -3, 0, 2**31 - 1, -2**31]),
     ("float", [1.5, -2.25, 0.0, 3.4e38, -1e-30]),
