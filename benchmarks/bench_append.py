@@ -18,7 +18,9 @@ off), so no write pays for the garbage or the disk writes of the one before it.
   old       the same runner write through the previous pyarrow writer (`--old-path`; the writer was removed after
             commit 5975ca5, so this needs a checkout of that commit)
 One warm-up round is dropped; the median of `--rounds` rounds is reported as ours/baseline against the 1.1x goal,
-with the load average at the start and end of the run.
+with the load average at the start and end of the run, the median of per-round ratios (paired), the ratio of the
+fastest rounds (best) and of the median CPU seconds of the driver JVM and this process (CPU: what a write costs when
+other load makes wall times noise).
 
     .venv/bin/python benchmarks/bench_append.py --rows 4000000 --old-path --json-out /tmp/bench_append.json
     .venv/bin/python benchmarks/bench_append.py --rows 3000000 --partition-values 16 --partition-type string
@@ -138,6 +140,27 @@ def settle(spark: SparkSession) -> None:
     os.sync()
 
 
+def driver_pid(spark: SparkSession) -> int | None:
+    """The process id of the driver JVM (which runs the local executors too); None where there is no /proc."""
+    jvm = getattr(spark.sparkContext, "_jvm", None)
+    if jvm is None or not os.path.exists("/proc/self/stat"):
+        return None
+    return int(jvm.java.lang.ProcessHandle.current().pid())
+
+
+def cpu_seconds(jvm_pid: int | None) -> float:
+    """CPU seconds (user + system) used so far by the driver JVM and by this process (footers, log, commit).
+
+    Other load on the machine stretches a write's wall time several-fold, its CPU time much less: the ratio of
+    CPU seconds says what each side costs when the wall-time ratio is noise."""
+    own = os.times()
+    if jvm_pid is None:
+        return own.user + own.system
+    with open(f"/proc/{jvm_pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()  # after the command name, from field 3 (state) on
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") + own.user + own.system  # utime, stime
+
+
 def ours_write(spark: SparkSession, src: str, table: str) -> dict[str, Any]:
     return run(spark, "write", {"table": table, "source": {"path": src}})
 
@@ -162,6 +185,8 @@ def run_rounds(spark: SparkSession, root: Path, src: str, args: argparse.Namespa
     who_all = ["baseline", *writers]
     variants = [v for v in VARIANTS if v.name in args.variants]
     samples: dict[str, dict[str, list[float]]] = {v.name: {who: [] for who in who_all} for v in variants}
+    cpu: dict[str, dict[str, list[float]]] = {v.name: {who: [] for who in who_all} for v in variants}
+    jvm_pid = driver_pid(spark)
     checks: dict[str, dict[str, Any]] = {}
     total = args.warmup + args.rounds
     for round_no in range(total):
@@ -177,19 +202,23 @@ def run_rounds(spark: SparkSession, root: Path, src: str, args: argparse.Namespa
                     prepare_baseline(spark, variant)
                     if args.settle:
                         settle(spark)
+                    cpu_start = cpu_seconds(jvm_pid)
                     seconds, _ = timed(partial(baseline_write, spark, src, out, variant))
                 else:
                     if not variant.append or round_no == 0:
                         create_lake_table(table, variant, args.partition_type)
                     if args.settle:
                         settle(spark)
+                    cpu_start = cpu_seconds(jvm_pid)
                     seconds, got = timed(partial(writers[who], spark, src, table))
                     if who == "ours":
                         metrics = got
+                cpu_used = cpu_seconds(jvm_pid) - cpu_start
                 if counted:
                     samples[variant.name][who].append(seconds)
+                    cpu[variant.name][who].append(cpu_used)
                 print(f"  round {round_no + 1}/{total}{'' if counted else ' (warm-up)'} {variant.name:13s} "
-                      f"{who:8s} {seconds:6.2f} s", flush=True)
+                      f"{who:8s} {seconds:6.2f} s, {cpu_used:6.2f} s CPU", flush=True)
             if round_no == total - 1:
                 checks[variant.name] = verify(spark, out, lake_path(root, variant, "ours", round_no), metrics,
                                               args.rows, writes=total if variant.append else 1,
@@ -203,7 +232,8 @@ def run_rounds(spark: SparkSession, root: Path, src: str, args: argparse.Namespa
         got = samples[variant.name]
         base = got["baseline"]
         row: dict[str, Any] = {"variant": variant.name, "baseline_seconds": median(base),
-                               "baseline_all": base, **checks[variant.name]}
+                               "baseline_all": base, "baseline_cpu_all": cpu[variant.name]["baseline"],
+                               **checks[variant.name]}
         for who in writers:
             row[f"{who}_seconds"] = median(got[who])
             row[f"{who}_ratio"] = ratio(median(got[who]), median(base))
@@ -211,6 +241,8 @@ def run_rounds(spark: SparkSession, root: Path, src: str, args: argparse.Namespa
             row[f"{who}_paired_ratio_median"] = median([o / b for o, b in zip(got[who], base, strict=True)])
             # the fastest round of each: what is left when other load added nothing (it only ever adds time)
             row[f"{who}_best_ratio"] = ratio(min(got[who]), min(base))
+            row[f"{who}_cpu_ratio"] = ratio(median(cpu[variant.name][who]), median(cpu[variant.name]["baseline"]))
+            row[f"{who}_cpu_all"] = cpu[variant.name][who]
             row[f"{who}_all"] = got[who]
         row["meets_goal"] = row["ours_seconds"] <= GOAL_RATIO * row["baseline_seconds"]
         results.append(row)
@@ -306,14 +338,14 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
     load_end = [round(x, 2) for x in os.getloadavg()]
     print()
-    headers = ["variant", "baseline s", "ours s", "ours/baseline", "paired", "best"]
+    headers = ["variant", "baseline s", "ours s", "ours/baseline", "paired", "best", "CPU"]
     if args.old_path:
         headers += ["old s", "old/baseline"]
     headers += ["goal", "rows match", "hash match"]
     table_rows = []
     for r in results:
         line = [r["variant"], r["baseline_seconds"], r["ours_seconds"], f"{r['ours_ratio']:.2f}x",
-                f"{r['ours_paired_ratio_median']:.2f}x", f"{r['ours_best_ratio']:.2f}x"]
+                f"{r['ours_paired_ratio_median']:.2f}x", f"{r['ours_best_ratio']:.2f}x", f"{r['ours_cpu_ratio']:.2f}x"]
         if args.old_path:
             line += [r["old_seconds"], f"{r['old_ratio']:.2f}x"]
         line += ["ok" if r["meets_goal"] else f"MISS (> {GOAL_RATIO}x)", r["rows_match"], r["hash_match"]]
