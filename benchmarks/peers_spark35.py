@@ -11,7 +11,8 @@ layout (footer boxes) itself from the live files kept here.
 clustering  a COW table (no record key: Hudi's generated keys, non-partitioned) made of the same input files, one
             `bulk_insert` commit each (untimed, a fresh copy per run); timed `CALL run_clustering(op => 'execute')`
             of a plan scheduled untimed (`op => 'schedule'`), `order => 'x,y'`, `order_strategy` = linear / z-order /
-            hilbert (hoodie.layout.optimize.strategy), one clustering group (max bytes per group 1e13), the plan's
+            hilbert (hoodie.layout.optimize.strategy; the curves with curve.build.method direct, Hudi's default,
+            and sample), one clustering group (max bytes per group 1e13), the plan's
             target file size calibrated (untimed) so it writes about `files` files (see clustering_ways). Plain
             Spark: a range sort by x (bench_clustering.run_spark's job).
 upsert      the BDCI batches in the same out-of-order arrival, each written to a COW table with record key uuid and
@@ -50,8 +51,12 @@ HUDI_CONF = {
     "spark.sql.extensions": "org.apache.spark.sql.hudi.HoodieSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.hudi.catalog.HoodieCatalog",
 }
-CURVES = (("hudi-linear", "linear", "linear"), ("hudi-zorder", "z-order", "zorder"),
-          ("hudi-hilbert", "hilbert", "hilbert"))
+# (key, order_strategy, hoodie.layout.optimize.curve.build.method, ours of the same kind): "direct" (the default)
+# interleaves the values' bits; "sample" ranks them on sampled boundaries ("a better data layout", its docs), as
+# our SAMPLE curves do
+CURVES = (("hudi-linear", "linear", "direct", "linear"), ("hudi-zorder", "z-order", "direct", "zorder"),
+          ("hudi-hilbert", "hilbert", "direct", "hilbert"), ("hudi-zorder-sample", "z-order", "sample", "zorder"),
+          ("hudi-hilbert-sample", "hilbert", "sample", "hilbert"))
 
 
 def progress(message: str) -> None:
@@ -116,8 +121,9 @@ def clustering_ways(spark: SparkSession, info: dict[str, Any], scratch: Path, ve
         template = scratch.parent / f"prepared-{info['name']}" / "hudi"
         table_bytes = hudi_prepare(spark, info["inputs"], template)
 
-        def options(target: int) -> str:
+        def options(target: int, build: str) -> str:
             return ",".join([
+                f"hoodie.layout.optimize.curve.build.method={build}",
                 f"hoodie.clustering.plan.strategy.target.file.max.bytes={target}",
                 # every file a candidate, all in one group: the whole table sorted as one, as ours and the others
                 "hoodie.clustering.plan.strategy.small.file.limit=1000000000000",
@@ -125,13 +131,13 @@ def clustering_ways(spark: SparkSession, info: dict[str, Any], scratch: Path, ve
                 "hoodie.clustering.plan.strategy.max.num.groups=1000",
             ])
 
-        def hudi(strategy: str, keep: Path, target: int) -> tuple[float, list[str]]:
+        def hudi(strategy: str, keep: Path, target: int, build: str = "direct") -> tuple[float, list[str]]:
             path = fresh(keep)
             shutil.copytree(template, path)
 
             def call(op: str) -> str:
                 return (f"CALL run_clustering(path => '{path}', order => 'x,y', order_strategy => '{strategy}', "
-                        f"op => '{op}', options => '{options(target)}')")
+                        f"op => '{op}', options => '{options(target, build)}')")
 
             spark.sql(call("schedule")).collect()
             seconds, done = timed(lambda: spark.sql(call("execute")).collect())
@@ -140,20 +146,31 @@ def clustering_ways(spark: SparkSession, info: dict[str, Any], scratch: Path, ve
             return seconds, local_paths(spark.read.format("hudi").load(str(path)).inputFiles())
 
         # The plan makes ceil(bytes / target) output groups (Spark partitions), and each group's writer rolls to a
-        # new file at the target as it estimates the size (in memory, before compression: ~3x the file's), so
-        # bytes / files writes ~3x the files. Calibrated untimed: one linear run at bytes / files gives r files per
-        # group; the plan then asks for files / ceil(r) groups, which write about `files` files.
-        _, probe = hudi("linear", scratch / "calibrate-hudi", -(-table_bytes // files))
-        shutil.rmtree(scratch / "calibrate-hudi", ignore_errors=True)
-        per_group = -(-len(probe) // files)
-        groups = max(1, round(files / per_group))
-        target = -(-table_bytes // groups)
-        progress(f"  hudi calibration: {len(probe)} files from {files} groups -> {groups} groups of "
-                 f"{target:,} bytes")
-        for key, strategy, kind in CURVES:
-            label = f"Hudi: run_clustering(order 'x,y', order_strategy '{strategy}')"
+        # new file when its size estimate (the Parquet writer's buffered size: pages before compression and the
+        # column dictionaries) reaches the target: at bytes / files that is ~5x the files on 500k rows, at a few
+        # groups ~1 file each. So the number of groups is searched (untimed, linear, bisection on a copy) for the
+        # one whose run writes the number of files nearest `files` (fewer on a tie).
+        def probe(groups: int) -> int:
+            got = len(hudi("linear", scratch / "calibrate-hudi", -(-table_bytes // groups))[1])
+            shutil.rmtree(scratch / "calibrate-hudi", ignore_errors=True)
+            progress(f"  hudi calibration: {groups} groups -> {got} files")
+            return got
+
+        lo, hi, best = 1, files, (10**9, files)  # (2 x |files written - files| + 1 if over, groups)
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            got = probe(mid)
+            best = min(best, (abs(got - files) * 2 + (got > files), mid))
+            if got == files:
+                break
+            lo, hi = (lo, mid - 1) if got > files else (mid + 1, hi)
+        target = -(-table_bytes // best[1])
+        progress(f"  hudi: {best[1]} output groups of {target:,} bytes")
+        for key, strategy, build, kind in CURVES:
+            label = f"Hudi: run_clustering(order 'x,y', order_strategy '{strategy}')" + (
+                f", curve.build.method {build}" if strategy != "linear" else "")
             ways[key] = (row("", key, "hudi", label, version=version, spark=spark_version, kind=kind),
-                         lambda keep, strategy=strategy: hudi(strategy, keep, target))  # type: ignore[misc]
+                         lambda keep, strategy=strategy, build=build: hudi(strategy, keep, target, build))  # type: ignore[misc]
     return ways
 
 
