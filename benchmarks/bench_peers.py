@@ -1,4 +1,4 @@
-"""Benchmark: the peers on the same Spark — ours vs Delta Lake, Iceberg (and Hudi) vs plain Spark, side by side.
+"""Benchmark: the peers on the same Spark — ours vs Delta Lake, Iceberg, Hudi vs plain Spark, side by side.
 
 Every engine runs on the same data in one run, in a local[2] session of the same Spark (one session per Spark
 version, the peers' jars from `benchmarks/peers_setup.sh`, which also makes the pyspark 4.1 venv). Rounds alternate
@@ -33,9 +33,13 @@ upsert      the BDCI shape (`airflow_lake.datagen.bdci`, `--upsert-rows` rows in
                            lower version is dropped for the keys it updates (wrong: reported per column)
                  exact     what it takes to be right out of order: `requests` always t + s, every other column
                            taken from s only if s._v > t._v, name with its own version column `_nv`
-            Hudi: no Spark 4 bundle on Maven Central from here (see peers_setup.sh); reported as not run.
+Hudi        no Spark 4 bundle on Maven Central: it runs on pyspark 3.5 (its venv from peers_setup.sh) in a process
+            of `benchmarks/peers_spark35.py` (no airflow_lake there: ours needs pyspark >= 4.1), with plain Spark
+            3.5 beside it: clustering = `CALL run_clustering` with order_strategy linear / z-order / hilbert over
+            (x, y); upserts = Hudi upsert with ordering field = the version (EVENT_TIME_ORDERING), of each batch
+            combined per key and as it is, and MERGE INTO in both styles. Details in that module's docstring.
 
-    benchmarks/peers_setup.sh                                   # jars + the pyspark 4.1 venv (once, ~2 min)
+    benchmarks/peers_setup.sh                                   # jars + the pyspark 4.1 and 3.5 venvs (once)
     .venv/bin/python benchmarks/bench_peers.py --out /tmp/bench_peers.md          # all parts, ~25 min on 2 cores
     .venv/bin/python benchmarks/bench_peers.py --part clustering --rows 200000 --rounds 1 --upsert-rows 5000  # smoke
 """
@@ -63,6 +67,7 @@ import bench_upsert as bu
 import numpy as np
 import pyarrow as pa
 from common import REPO, local_spark, machine_info, median, timed
+from peers_spark35 import combined, differences, merge_sets
 
 from airflow_lake.datagen import bdci
 from airflow_lake.jobs.session import DEFAULT_CONF
@@ -73,9 +78,9 @@ if TYPE_CHECKING:
 HERE = Path(__file__).resolve().parent
 PEERS = Path(os.environ.get("PEERS_CACHE", HERE / ".peers"))
 SPARK41_PYTHON = PEERS / "venv-spark4.1.3" / "bin" / "python"
+SPARK35_PYTHON = PEERS / "venv-spark3.5.9" / "bin" / "python"  # Hudi: benchmarks/peers_spark35.py
 ICEBERG_CATALOG = "ice"
 VALUE_COLUMNS = bu.VALUE_COLUMNS
-GOOD_NAME = "(s.name IS NOT NULL AND s.name <> 'null')"
 
 
 def progress(message: str) -> None:
@@ -327,39 +332,6 @@ def run_clustering(spark: SparkSession, part: str, setup: PeerSetup, *, engines:
 
 
 # -- upserts ---------------------------------------------------------------------------------------------------
-def combined(spark: SparkSession, path: Path, version: int) -> DataFrame:
-    """One batch with one row per uuid, by the BDCI rules in row order, and its version `_v`; `_nv` is the
-    version of its name (-1: every name of the key in this batch is "null")."""
-    from pyspark.sql import functions as F
-
-    df = spark.read.parquet(str(path)).select("*", F.col("_metadata.row_index").alias("_r"))
-    good = F.coalesce(F.col("name").isNotNull() & (F.col("name") != F.lit("null")), F.lit(False))
-    aggs = [F.max_by(c, F.col("_r")).alias(c) for c in VALUE_COLUMNS if c not in ("requests", "name")]
-    aggs += [F.sum("requests").alias("requests"), F.max_by("name", F.struct(good, "_r")).alias("name"),
-             F.max(good).alias("_good")]
-    return (df.groupBy("uuid").agg(*aggs)
-            .select("uuid", *VALUE_COLUMNS, F.lit(version).alias("_v"),
-                    F.when(F.col("_good"), F.lit(version)).otherwise(F.lit(-1)).alias("_nv")))
-
-
-def merge_sets(style: str) -> tuple[str, dict[str, str]]:
-    """(the WHEN MATCHED condition, its SET column -> expression) for a MERGE of a combined batch `s` into `t`."""
-    rest = [c for c in VALUE_COLUMNS if c not in ("requests", "name")]
-    if style == "version":
-        return "s._v > t._v", {
-            **{c: f"s.{c}" for c in rest}, "requests": "t.requests + s.requests",
-            "name": f"CASE WHEN {GOOD_NAME} THEN s.name ELSE t.name END", "_v": "s._v",
-            "_nv": "CASE WHEN s._nv >= 0 THEN s._nv ELSE t._nv END"}
-    if style == "exact":
-        return "true", {
-            **{c: f"CASE WHEN s._v > t._v THEN s.{c} ELSE t.{c} END" for c in rest},
-            "requests": "t.requests + s.requests",
-            # a name is kept with the version it came from (_nv; -1: none was good yet, then the newest "null")
-            "name": "CASE WHEN s._nv > t._nv OR (t._nv < 0 AND s._nv < 0 AND s._v > t._v) THEN s.name ELSE t.name END",
-            "_nv": "GREATEST(s._nv, t._nv)", "_v": "GREATEST(s._v, t._v)"}
-    raise ValueError(f"unknown MERGE style {style!r}: version or exact")
-
-
 @dataclass(frozen=True)
 class PeerUpsert:
     """One peer's upsert way: engine, MERGE style, the table's place (Delta: a path; Iceberg: a name)."""
@@ -378,7 +350,7 @@ def upsert_peer(spark: SparkSession, way: PeerUpsert, files: list[Path], order: 
     if way.engine == "iceberg":
         spark.sql(f"DROP TABLE IF EXISTS {target} PURGE")
     for n, version in enumerate(order):
-        batch = combined(spark, files[version], version)
+        batch = combined(spark, str(files[version]), version)
         if n == 0:
             if way.engine == "delta":
                 batch.write.format("delta").save(str(way.where))
@@ -398,27 +370,6 @@ def upsert_peer(spark: SparkSession, way: PeerUpsert, files: list[Path], order: 
     final.select("uuid", *VALUE_COLUMNS).write.parquet(str(out))
     if way.engine == "iceberg":
         spark.sql(f"DROP TABLE IF EXISTS {target} PURGE")
-
-
-def differences(spark: SparkSession, got: Path, oracle: Path) -> dict[str, int]:
-    """Per column, the keys whose value differs from the oracle's (null-safe); missing / extra keys."""
-    from pyspark.sql import functions as F
-
-    a = spark.read.parquet(str(got)).alias("a")
-    b = spark.read.parquet(str(oracle)).alias("b")
-    joined = a.join(b, F.col("a.uuid") == F.col("b.uuid"), "full_outer")
-    aggs = [F.sum(F.when(F.col("b.uuid").isNull(), 1).otherwise(0)).alias("extra keys"),
-            F.sum(F.when(F.col("a.uuid").isNull(), 1).otherwise(0)).alias("missing keys")]
-    both = F.col("a.uuid").isNotNull() & F.col("b.uuid").isNotNull()
-    aggs += [F.sum(F.when(both & ~F.col(f"a.{c}").eqNullSafe(F.col(f"b.{c}")), 1).otherwise(0)).alias(c)
-             for c in VALUE_COLUMNS]
-    dups = a.groupBy("uuid").count().where("count > 1").count()
-    row = joined.agg(*aggs).first()
-    assert row is not None
-    out = {k: int(v or 0) for k, v in row.asDict().items() if v}
-    if dups:
-        out["duplicate keys"] = dups
-    return out
 
 
 def run_upserts(spark: SparkSession, files: list[Path], *, engines: list[str], styles: list[str], rounds: int,
@@ -531,6 +482,40 @@ def run_engines(spark: SparkSession, spec: dict[str, Any]) -> list[Result]:
     return results
 
 
+def run_spark35(python: str, spec: dict[str, Any], engines: list[str], parts: dict[str, Any],
+                unavailable: list[str]) -> list[Result]:
+    """The pyspark 3.5 share (Hudi, plain Spark 3.5) in a process of that venv running peers_spark35.py, which
+    imports no airflow_lake; the layout of each way is computed here from the live files it kept."""
+    work = Path(spec["work"])
+    child: dict[str, Any] = {
+        "work": str(work), "engines": engines, "results": str(work / "results-35.json"),
+        "conf": DEFAULT_CONF, "jars": jars("hudi"), "hudi_version": jar_version("hudi"),
+        "no_warmup": spec["no_warmup"], "warmup": spec["warmup"],
+        "parts": {"clustering": parts["clustering"], "upsert": {}}}
+    if parts["upsert"]:
+        order = list(range(bdci.FILES))
+        random.Random(3).shuffle(order)  # bench_upsert's out-of-order arrival, as run_upserts
+        child["parts"]["upsert"] = {**parts["upsert"], "order": order}
+    (work / "spec-35.json").write_text(json.dumps(child))
+    env = {**os.environ, "PYTHONPATH": str(HERE)}  # common.py and peers_spark35.py only: not this repo's package
+    progress(f"[spark 3.5] {python} for {engines}")
+    done = subprocess.run([python, str(HERE / "peers_spark35.py"), str(work / "spec-35.json")], env=env,
+                          check=False)
+    if done.returncode != 0:
+        unavailable.append(f"the pyspark 3.5 part ({engines}) exited with {done.returncode}; see stderr")
+        return []
+    out = []
+    for got in json.loads((work / "results-35.json").read_text()):
+        live = got.pop("live")
+        result = Result(**got)
+        info = parts["clustering"].get(result.part)
+        if info and live:
+            result.box_share = bc.opened_share(bc.footer_boxes(live, info["columns"]),
+                                               [tuple(b) for b in info["boxes"]])["mean"]  # type: ignore[misc]
+        out.append(result)
+    return out
+
+
 # -- data ------------------------------------------------------------------------------------------------------
 def skewed_chunk(rows: int, index: int) -> pa.Table:
     """Heavily duplicated, skewed x, y: x lognormal (rounded, long runs of equal values), y Zipf-like (a few
@@ -581,7 +566,7 @@ def ideal_share(files: int, boxes: list[bc.FileBox], chunks: list[pa.Table] | No
 
 # -- report ----------------------------------------------------------------------------------------------------
 def report(results: list[Result], header: list[str], ideals: dict[str, float], unavailable: list[str]) -> str:
-    lines = ["# The peers on the same Spark: ours vs Delta Lake vs Iceberg (vs Hudi) vs plain Spark", "", *header, ""]
+    lines = ["# The peers on the same Spark: ours vs Delta Lake vs Iceberg vs Hudi vs plain Spark", "", *header, ""]
     titles = {"clustering": "Clustering (uniform x, y)", "skewed": "Clustering, skewed data (x lognormal, y Zipf-like)",
               "upsert": "Upserts (BDCI, out of order, checked against the oracle)"}
     for part in ("clustering", "skewed", "upsert"):
@@ -600,6 +585,16 @@ def report(results: list[Result], header: list[str], ideals: dict[str, float], u
             to_ours = (f"{mid / median(ours.seconds):.2f}x ({ours.key})" if mid and ours and ours is not r
                        else ("1.00x" if ours is r else ""))
             to_base = f"{mid / median(base.seconds):.2f}x" if mid and base else ""
+            if mid and base and not ours and r.engine not in ("ours", "spark"):
+                # no ours on this Spark (Hudi on 3.5): ratio of ratios to plain Spark, with the first Spark's ours
+                first = next((o for o in rows if o.engine == "ours" and o.seconds
+                              and (o.kind == r.kind or part == "upsert")), None)
+                first_base = next((o for o in rows if first and o.spark == first.spark and o.engine == "spark"
+                                   and o.seconds), None)
+                if first and first_base:
+                    rel = median(first.seconds) / median(first_base.seconds)
+                    to_ours = (f"~{mid / median(base.seconds) / rel:.2f}x ({first.key} on {first.spark}, "
+                               "via plain Spark)")
             lines.append("| " + " | ".join([
                 r.engine, r.label.replace("|", "\\|"), r.version, r.spark,
                 f"{mid:.2f}" if mid else ("FAILED" if r.error else "not run"),
@@ -641,6 +636,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-warmup", action="store_true")
     parser.add_argument("--only-spark41", action="store_true",
                         help="run only the pyspark 4.1 share (Iceberg with ours and plain Spark beside it)")
+    parser.add_argument("--spark35-python", default=str(SPARK35_PYTHON),
+                        help="Python of the pyspark 3.5 venv (peers_setup.sh) for Hudi")
+    parser.add_argument("--only-spark35", action="store_true",
+                        help="run only the pyspark 3.5 share (Hudi with plain Spark beside it; ours cannot run there)")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "lake-bench-peers"))
     parser.add_argument("--out", default=None, help="also write the markdown report here")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # spec JSON: run it, write results
@@ -676,16 +675,24 @@ def main(argv: list[str] | None = None) -> int:
             unavailable.append(f"Iceberg: no pyspark 4.1 venv at {args.spark41_python} (benchmarks/peers_setup.sh)")
         else:
             on_41 = ["iceberg", *[e for e in ("ours", "spark") if e in wanted]]
+    on_35: list[str] = []
     if "hudi" in wanted:
-        unavailable.append("Hudi: " + (status.get("hudi") or "run benchmarks/peers_setup.sh") +
-                           ". Hudi's Spark 4 support is the hudi-spark4.0-bundle_2.13 (Hudi 1.1+, for Spark 4.0, "
-                           "per its release notes); neither it nor hudi-spark4-bundle_2.13 (1.1.0, 1.1.1, 1.2.0) is "
-                           "found on Maven Central from this machine (POM and maven-metadata.xml 404; mvn "
-                           "dependency:get: Could not find artifact). Its upsert (precombine/ordering field) and "
-                           "clustering were not run; no figure is given for it.")
+        if not jars("hudi"):
+            unavailable.append(f"Hudi: {status.get('hudi', 'run benchmarks/peers_setup.sh')}")
+        elif not Path(args.spark35_python).exists():
+            unavailable.append(f"Hudi: no pyspark 3.5 venv at {args.spark35_python} (benchmarks/peers_setup.sh)")
+        else:
+            on_35 = ["hudi", *[e for e in ("spark",) if e in wanted]]
+            unavailable.append(f"Hudi on Spark {here_version}: no Spark 4 bundle on Maven Central "
+                               "(hudi-spark4.0-bundle_2.13, hudi-spark4-bundle_2.13: 404), so Hudi ran on pyspark "
+                               "3.5 with its Spark 3.5 bundle and plain Spark 3.5 beside it; ours needs pyspark >= "
+                               "4.1, so its \"/ ours\" is ~ (Hudi / plain Spark 3.5) / (ours / plain Spark "
+                               f"{here_version}), a ratio of ratios across Spark versions.")
     if args.only_spark41:
-        on_here = []
-    if jars("iceberg"):
+        on_here, on_35 = [], []
+    if args.only_spark35:
+        on_here, on_41 = [], []
+    if jars("iceberg") and on_41:
         unavailable.append("Iceberg on Spark " + here_version + ": no iceberg-spark-runtime-4.2 release; the 4.1 "
                            "runtime fails on 4.2 (IncompatibleClassChangeError: SparkView implements "
                            "org.apache.spark.sql.connector.catalog.View, a class in 4.2), so Iceberg ran on pyspark "
@@ -744,6 +751,8 @@ def main(argv: list[str] | None = None) -> int:
                 results += [Result(**r) for r in json.loads((work / "results-41.json").read_text())]
             else:
                 unavailable.append(f"the pyspark 4.1 part ({on_41}) exited with {done.returncode}; see stderr")
+        if on_35:
+            results += run_spark35(args.spark35_python, spec, on_35, parts, unavailable)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     header = [
@@ -752,7 +761,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{machine['nproc']} cores, {machine['memory']}; load average {machine['load_average']} at the start, "
         f"{[round(x, 2) for x in os.getloadavg()]} at the end",
         f"- code: git {machine['git_revision']}; pyspark {here_version} here"
-        + (f", {on_41} on the pyspark 4.1 venv" if on_41 else "") + "; peers_setup.sh: "
+        + (f", {on_41} on the pyspark 4.1 venv" if on_41 else "")
+        + (f", {on_35} on the pyspark 3.5 venv" if on_35 else "") + "; peers_setup.sh: "
         + "; ".join(f"{k} {v}" for k, v in status.items()),
         *([f"- clustering: {args.rows:,} rows in {args.input_files} input files -> {args.files} files, "
            f"{args.rounds} rounds alternating after an untimed warm-up of every way"

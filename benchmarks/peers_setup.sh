@@ -2,7 +2,8 @@
 # Fetch the peers' Spark jars (Delta Lake, Iceberg, Hudi) from Maven Central into a git-ignored cache for
 # benchmarks/bench_peers.py. Idempotent: a jar set already complete is not fetched again. Never commit the jars.
 #
-#   benchmarks/peers_setup.sh            # -> benchmarks/.peers/jars/{delta,iceberg}/*.jar, .peers/status.txt
+#   benchmarks/peers_setup.sh            # -> benchmarks/.peers/jars/{delta,iceberg,hudi}/*.jar, .peers/status.txt,
+#                                        #    .peers/venv-spark4.1.3 (Iceberg), .peers/venv-spark3.5.9 (Hudi)
 #
 # Why a pom + copy-dependencies: delta-spark pulls delta-storage and the delta-kernel jars (and their
 # dependencies); Maven resolves them as Spark's --packages would, and the jars Spark itself ships (same artifact
@@ -12,10 +13,14 @@ set -euo pipefail
 # -- pinned versions (checked against repo1.maven.org on 2026-11-29) ------------------------------------------
 DELTA="io.delta:delta-spark_4.2_2.13:4.4.0"                      # built for Spark 4.2 (ours)
 ICEBERG="org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0" # no 4.2 runtime exists; built for Spark 4.1
-# Hudi: its Spark 4 bundle (hudi-spark4.0-bundle_2.13, Hudi 1.1.x/1.2.x per its release notes) is not found on
-# Maven Central from this machine (POM and maven-metadata 404, mvn dependency:get "Could not find artifact");
-# override with HUDI=group:artifact:version if your mirror has it.
-HUDI="${HUDI:-org.apache.hudi:hudi-spark4.0-bundle_2.13:1.1.1}"
+# Hudi: no Spark 4 bundle is on Maven Central (hudi-spark4.0-bundle_2.13 / hudi-spark4-bundle_2.13: 404 for 1.1.0,
+# 1.1.1, 1.2.0), so Hudi runs on Spark 3.5 with its newest 3.5 bundle. The _2.12 one: pip's pyspark 3.5 ships
+# Scala 2.12 jars (hudi-spark3.5-bundle_2.13 stops at 1.1.1). A bundle is a shaded jar meant for --jars as it is:
+# fetched without its dependencies (its pom lists none it needs at run time beside Spark).
+HUDI="${HUDI:-org.apache.hudi:hudi-spark3.5-bundle_2.12:1.2.0}"
+# ... and a venv with this pyspark for it: only plain Spark and Hudi run there (our package needs pyspark >= 4.1);
+# the benchmark's Spark 3.5 share (benchmarks/peers_spark35.py) imports no airflow_lake.
+PYSPARK_35="3.5.9"
 # Iceberg's runtime for Spark 4.1 does not load on Spark 4.2 (IncompatibleClassChangeError: SparkView implements
 # Spark 4.1's View interface, a class in 4.2), so its part runs in a venv with this pyspark (both packages: one
 # version), ours and plain Spark beside it on the same Spark for the ratios.
@@ -79,5 +84,18 @@ else
     VIRTUAL_ENV="$VENV" "$UV" pip install -q -c "$CACHE/constraints-spark$PYSPARK_41.txt" -e "$HERE/.." \
         "pyspark==$PYSPARK_41" "pyspark-client==$PYSPARK_41"
     echo "venv ok $VENV (pyspark $PYSPARK_41)" | tee -a "$STATUS.new"
+fi
+# -- the pyspark 3.5 venv (for Hudi): no airflow_lake (it needs pyspark >= 4.1), only what peers_spark35.py imports,
+# at the repo's pins where they fit (py4j is pyspark's own pin) --
+VENV35="$CACHE/venv-spark$PYSPARK_35"
+if [ -x "$VENV35/bin/python" ] && "$VENV35/bin/python" -c "import pyspark, sys; sys.exit(pyspark.__version__ != '$PYSPARK_35')" 2>/dev/null; then
+    echo "venv35 ok $VENV35 (pyspark $PYSPARK_35)" | tee -a "$STATUS.new"
+else
+    rm -rf "$VENV35"
+    "$UV" venv -q --python "$("$PYTHON" -c 'import sys; print(sys.executable)')" "$VENV35"
+    grep -E '^(numpy|pyarrow)==' "$HERE/../constraints.txt" > "$CACHE/constraints-spark$PYSPARK_35.txt"
+    VIRTUAL_ENV="$VENV35" "$UV" pip install -q -c "$CACHE/constraints-spark$PYSPARK_35.txt" \
+        "pyspark==$PYSPARK_35" numpy pyarrow
+    echo "venv35 ok $VENV35 (pyspark $PYSPARK_35)" | tee -a "$STATUS.new"
 fi
 mv "$STATUS.new" "$STATUS"
