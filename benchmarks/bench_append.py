@@ -8,13 +8,19 @@ takes turns, for each variant, between:
             bucketed:      ... .repartition(8, "id").write.bucketBy(8, "id").sortBy("id").saveAsTable(t)
   ours      airflow_lake.jobs.run(spark, "write", {"table": t, "source": {"path": src}}) into a lake table with the
             same layout (none / partition_by k / bucket {columns [id], count 8, sort_columns [id]})
-The plain variants write into a fresh table (a fresh directory) each round; their `-append` twins (e.g.
-`partitioned-append`) append to the same table every round, against Spark's `mode("append")` into the same directory
-(bucketed: the same catalog table): after the warm-up round every measured write is an append to a table with data.
+The plain variants write into a fresh table (a fresh directory, for both sides) each round; their `-append` twins
+(e.g. `partitioned-append`) append to the same table every round, against Spark's `mode("append")` into the same
+directory (bucketed: the same catalog table): after the warm-up round every measured write is an append to a table with
+data. Both sides pay the same around a timed write: the previous round's output is deleted outside the timing (a
+plain Spark overwrite used to delete it inside, a lake table was deleted outside), and before each timed write the
+Python and JVM heaps are collected and the page cache's dirty pages written out (`settle`; `--no-settle` turns it
+off), so no write pays for the garbage or the disk writes of the one before it.
   old       the same runner write through the previous pyarrow writer (`--old-path`; the writer was removed after
             commit 5975ca5, so this needs a checkout of that commit)
 One warm-up round is dropped; the median of `--rounds` rounds is reported as ours/baseline against the 1.1x goal,
-with the load average at the start and end of the run.
+with the load average at the start and end of the run, the median of per-round ratios (paired), the ratio of the
+fastest rounds (best) and of the median CPU seconds of the driver JVM and this process (CPU: what a write costs when
+other load makes wall times noise).
 
     .venv/bin/python benchmarks/bench_append.py --rows 4000000 --old-path --json-out /tmp/bench_append.json
     .venv/bin/python benchmarks/bench_append.py --rows 3000000 --partition-values 16 --partition-type string
@@ -24,6 +30,7 @@ After the last round both outputs are read back: row counts and an order-free ha
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import os
 import shutil
@@ -86,16 +93,19 @@ def make_source(spark: SparkSession, path: Path, rows: int, files: int, *, value
     return dir_bytes(path)
 
 
+def baseline_table(variant: Variant) -> str:
+    """The catalog table of the baseline's bucketed write."""
+    return "bench_bucketed_append" if variant.append else "bench_bucketed"
+
+
 def baseline_write(spark: SparkSession, src: str, out: str, variant: Variant) -> None:
-    """What a user of plain Spark writes for the same layout (an append variant: into the same output)."""
+    """What a user of plain Spark writes for the same layout (an append variant: into the same output; else into
+    a fresh one, whose catalog table `prepare_baseline` dropped)."""
     df = spark.read.parquet(src)
     mode = "append" if variant.append else "overwrite"
     if variant.bucketed:
-        name = "bench_bucketed_append" if variant.append else "bench_bucketed"
-        if not variant.append:
-            spark.sql(f"DROP TABLE IF EXISTS {name}")
         (df.repartition(BUCKETS, "id").write.mode(mode).option("path", out)
-         .bucketBy(BUCKETS, "id").sortBy("id").saveAsTable(name))
+         .bucketBy(BUCKETS, "id").sortBy("id").saveAsTable(baseline_table(variant)))
         return
     writer = df.write.mode(mode)
     if variant.partition_by:
@@ -110,6 +120,45 @@ def create_lake_table(path: str, variant: Variant, partition_type: str = "bigint
     if variant.bucketed:
         spec["bucket"] = {"columns": ["id"], "count": BUCKETS, "sort_columns": ["id"]}
     run(None, "create_table", spec)
+
+
+def prepare_baseline(spark: SparkSession, variant: Variant) -> None:
+    """Outside the timing, as a lake table is made: a fresh bucketed write's catalog table is dropped (external:
+    its files stay, and are deleted with the previous round's directory)."""
+    if variant.bucketed and not variant.append:
+        spark.sql(f"DROP TABLE IF EXISTS {baseline_table(variant)}")
+
+
+def settle(spark: SparkSession) -> None:
+    """Before a timed write, for either side: collect Python's and the driver JVM's garbage and write the dirty
+    pages of earlier writes to disk, so that a write does not pay for the one before it (a full GC or the kernel's
+    writeback of ~100 MB of Parquet landing in the middle of whichever write comes next)."""
+    gc.collect()
+    jvm = getattr(spark.sparkContext, "_jvm", None)  # (a benchmark's local session: classic, py4j at hand)
+    if jvm is not None:
+        jvm.java.lang.System.gc()
+    os.sync()
+
+
+def driver_pid(spark: SparkSession) -> int | None:
+    """The process id of the driver JVM (which runs the local executors too); None where there is no /proc."""
+    jvm = getattr(spark.sparkContext, "_jvm", None)
+    if jvm is None or not os.path.exists("/proc/self/stat"):
+        return None
+    return int(jvm.java.lang.ProcessHandle.current().pid())
+
+
+def cpu_seconds(jvm_pid: int | None) -> float:
+    """CPU seconds (user + system) used so far by the driver JVM and by this process (footers, log, commit).
+
+    Other load on the machine stretches a write's wall time several-fold, its CPU time much less: the ratio of
+    CPU seconds says what each side costs when the wall-time ratio is noise."""
+    own = os.times()
+    if jvm_pid is None:
+        return own.user + own.system
+    with open(f"/proc/{jvm_pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()  # after the command name, from field 3 (state) on
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") + own.user + own.system  # utime, stime
 
 
 def ours_write(spark: SparkSession, src: str, table: str) -> dict[str, Any]:
@@ -136,51 +185,74 @@ def run_rounds(spark: SparkSession, root: Path, src: str, args: argparse.Namespa
     who_all = ["baseline", *writers]
     variants = [v for v in VARIANTS if v.name in args.variants]
     samples: dict[str, dict[str, list[float]]] = {v.name: {who: [] for who in who_all} for v in variants}
+    cpu: dict[str, dict[str, list[float]]] = {v.name: {who: [] for who in who_all} for v in variants}
+    jvm_pid = driver_pid(spark)
     checks: dict[str, dict[str, Any]] = {}
     total = args.warmup + args.rounds
     for round_no in range(total):
         counted = round_no >= args.warmup
         for variant in variants:
-            out = str(root / f"baseline-{variant.name}")
+            out = baseline_path(root, variant, round_no)
             # rotate who goes first, so nobody always runs on a warmer JVM or a quieter machine
             order = who_all[round_no % len(who_all):] + who_all[:round_no % len(who_all)]
             metrics: dict[str, Any] = {}
             for who in order:
                 table = lake_path(root, variant, who, round_no)
                 if who == "baseline":
+                    prepare_baseline(spark, variant)
+                    if args.settle:
+                        settle(spark)
+                    cpu_start = cpu_seconds(jvm_pid)
                     seconds, _ = timed(partial(baseline_write, spark, src, out, variant))
                 else:
                     if not variant.append or round_no == 0:
                         create_lake_table(table, variant, args.partition_type)
+                    if args.settle:
+                        settle(spark)
+                    cpu_start = cpu_seconds(jvm_pid)
                     seconds, got = timed(partial(writers[who], spark, src, table))
                     if who == "ours":
                         metrics = got
+                cpu_used = cpu_seconds(jvm_pid) - cpu_start
                 if counted:
                     samples[variant.name][who].append(seconds)
+                    cpu[variant.name][who].append(cpu_used)
                 print(f"  round {round_no + 1}/{total}{'' if counted else ' (warm-up)'} {variant.name:13s} "
-                      f"{who:8s} {seconds:6.2f} s", flush=True)
+                      f"{who:8s} {seconds:6.2f} s, {cpu_used:6.2f} s CPU", flush=True)
             if round_no == total - 1:
                 checks[variant.name] = verify(spark, out, lake_path(root, variant, "ours", round_no), metrics,
                                               args.rows, writes=total if variant.append else 1,
                                               partition_type=args.partition_type)
-            if not variant.append:
+            if not variant.append:  # the previous round's outputs, both sides', outside the timing
                 for who in writers:
                     shutil.rmtree(lake_path(root, variant, who, round_no - 1), ignore_errors=True)
+                shutil.rmtree(baseline_path(root, variant, round_no - 1), ignore_errors=True)
     results = []
     for variant in variants:
         got = samples[variant.name]
         base = got["baseline"]
         row: dict[str, Any] = {"variant": variant.name, "baseline_seconds": median(base),
-                               "baseline_all": base, **checks[variant.name]}
+                               "baseline_all": base, "baseline_cpu_all": cpu[variant.name]["baseline"],
+                               **checks[variant.name]}
         for who in writers:
             row[f"{who}_seconds"] = median(got[who])
             row[f"{who}_ratio"] = ratio(median(got[who]), median(base))
             # other load only ever adds time: the ratio of each back-to-back pair is less noisy than the medians
             row[f"{who}_paired_ratio_median"] = median([o / b for o, b in zip(got[who], base, strict=True)])
+            # the fastest round of each: what is left when other load added nothing (it only ever adds time)
+            row[f"{who}_best_ratio"] = ratio(min(got[who]), min(base))
+            row[f"{who}_cpu_ratio"] = ratio(median(cpu[variant.name][who]), median(cpu[variant.name]["baseline"]))
+            row[f"{who}_cpu_all"] = cpu[variant.name][who]
             row[f"{who}_all"] = got[who]
         row["meets_goal"] = row["ours_seconds"] <= GOAL_RATIO * row["baseline_seconds"]
         results.append(row)
     return results
+
+
+def baseline_path(root: Path, variant: Variant, round_no: int) -> str:
+    """The directory the baseline writes in a round: a fresh one per round (as the lake table), or for an append
+    variant always the same."""
+    return str(root / (f"baseline-{variant.name}" if variant.append else f"baseline-{variant.name}-{round_no}"))
 
 
 def lake_path(root: Path, variant: Variant, who: str, round_no: int) -> str:
@@ -228,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also time the previous pyarrow writer (needs a checkout of commit 5975ca5)")
     parser.add_argument("--variants", default=",".join(v.name for v in VARIANTS),
                         help="comma-separated variants to run (default: all)")
+    parser.add_argument("--no-settle", dest="settle", action="store_false",
+                        help="do not collect garbage and write dirty pages out before each timed write")
     parser.add_argument("--json-out", default=None, help="write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args(argv)
@@ -264,14 +338,14 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
     load_end = [round(x, 2) for x in os.getloadavg()]
     print()
-    headers = ["variant", "baseline s", "ours s", "ours/baseline", "paired"]
+    headers = ["variant", "baseline s", "ours s", "ours/baseline", "paired", "best", "CPU"]
     if args.old_path:
         headers += ["old s", "old/baseline"]
     headers += ["goal", "rows match", "hash match"]
     table_rows = []
     for r in results:
         line = [r["variant"], r["baseline_seconds"], r["ours_seconds"], f"{r['ours_ratio']:.2f}x",
-                f"{r['ours_paired_ratio_median']:.2f}x"]
+                f"{r['ours_paired_ratio_median']:.2f}x", f"{r['ours_best_ratio']:.2f}x", f"{r['ours_cpu_ratio']:.2f}x"]
         if args.old_path:
             line += [r["old_seconds"], f"{r['old_ratio']:.2f}x"]
         line += ["ok" if r["meets_goal"] else f"MISS (> {GOAL_RATIO}x)", r["rows_match"], r["hash_match"]]

@@ -77,7 +77,8 @@ def write(table: TableMetadata, df: DataFrame, *, mode: str = "append", partitio
     evolved = spec
     if check_schema_evolution(schema_evolution) == ADD_COLUMNS:
         evolved = add_columns(spec, new_columns(df, spec))
-    conformed = conform(df, evolved, missing_as_null=True)  # a nullable column the source lacks is NULL
+    # a nullable column the source lacks is NULL; a source that already is the table's columns goes as it is
+    conformed = conform(df, evolved, missing_as_null=True, as_is=True)
     own_reads = tuple(table_reads)
     spec_change = {} if evolved == spec else {"spec": evolved.to_dict(), "added_columns": added_columns(spec, evolved)}
     txn = begin(table, "commit", "write", request_id=request_id, base=base, request_fingerprint=request_fingerprint,
