@@ -76,7 +76,8 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
                     allowed_partitions: Sequence[Mapping[str, str | None]] | None = None,
                     metrics: dict[str, Any] | None = None, sort_within: Sequence[str] | None = None,
                     drop_columns: Sequence[str] = (), bucket_shuffle: bool = True,
-                    max_exchanges: int | None = None, plain_columns: Sequence[str] = ()) -> list[DataFile]:
+                    max_exchanges: int | None = None, plain_columns: Sequence[str] = (),
+                    sized_tasks: bool = False) -> list[DataFile]:
     """Write `df` (already conformed to `spec`) as files of `instant`; return them with their stats.
 
     A bucketed table's rows go to the bucketing of their partition (`buckets.assign.bucket_count`, decided in
@@ -86,7 +87,9 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
     `sort_within` orders the rows of each task (each file) — within a bucket instead of the bucket sort
     columns — (clustering's keys); `drop_columns` are helper columns dropped once the rows are in order.
     `bucket_shuffle=False` writes each task's rows as one file per bucket it holds, without an Exchange
-    (`buckets.assign.assign_buckets`). With `max_exchanges`, more shuffles than that (query + write) raise
+    (`buckets.assign.assign_buckets`); `sized_tasks` shuffles a bucketed write into tasks of whole buckets sized
+    by adaptive execution, not one per bucket (`assign_buckets`: for small writes). With `max_exchanges`, more
+    shuffles than that (query + write) raise
     `LakeShuffleError` before anything is written. `plain_columns` (physical names) are written without Parquet's
     dictionary encoding (`plain_options`).
 
@@ -104,7 +107,7 @@ def write_dataframe(df: DataFrame, storage: Storage, spec: TableSpec, instant: s
         helper_order = bool(sort_within) and any(c in drop_columns or not spec.has_column(c) for c in sort_within or ())
         if spec.bucket is not None:
             df = assign_buckets(df, spec, COUNT_COLUMN, BUCKET_COLUMN, sort_within, shuffle=bucket_shuffle,
-                                sort=helper_order)
+                                sort=helper_order, sized_tasks=sized_tasks)
         elif sort_within:  # after the checks above: they project the partition columns anew, and a sort by
             # the old ones would not satisfy the write, which would then re-sort by partition only
             df = df.sortWithinPartitions(*[f"`{c}`" for c in [*keys, *sort_within]])

@@ -129,7 +129,7 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
         deleted = None if marker is None else F.col(MARK)
         files = write_dataframe(delta_rows(observed, spec, present, version_expr, deleted), table.storage,
                                 physical_spec(spec), txn.instant, metrics=written, bucket_shuffle=shuffle,
-                                plain_columns=_plain_keys(spec))
+                                plain_columns=_plain_keys(spec), sized_tasks=True)
         facts = observation.get
         if int(facts["null_versions"]):
             raise LakeSchemaError(f"{facts['null_versions']} row(s) have no version (NULL in {column!r}); nothing "

@@ -103,3 +103,28 @@ def test_an_unpartitioned_bucketed_write_shuffles_one_task_per_bucket_as_spark_b
     for f in files:
         values = pq.read_table(table.storage.path(f.path)).column("v").to_pylist()
         assert values == sorted(values)
+
+
+def test_sized_tasks_shuffle_by_the_bucket_id_and_keep_one_sorted_file_per_bucket(spark: Any, tmp_path: Path) -> None:
+    """`sized_tasks` (an upsert's write): the shuffle goes by the bucket id without a partition count, so adaptive
+    execution may put several whole buckets in one task; each bucket is still one file, sorted, in its bucket."""
+    import re
+
+    from airflow_lake.lake.spark.bucket_assign import assign_buckets
+    from airflow_lake.lake.spark.file_writer import write_dataframe
+    from airflow_lake.lake.spark.plan_text import plan_text
+    from airflow_lake.lake.spec.table_spec import stored_spec
+
+    table = make(tmp_path / "t", partitioned=False, bucket={"columns": ["k"], "count": 8, "sort_columns": ["v"]})
+    spec = stored_spec(table.state().spec)
+    rows = rows_df(spark, 50, days=("d1", "d2"))
+    plan = plan_text(assign_buckets(rows, spec, "n", "b", sort=False, sized_tasks=True))
+    assert re.search(r"Exchange hashpartitioning\(b#\d+, \d+\), REPARTITION_BY_COL", plan), plan
+    assert "REPARTITION_BY_NUM" not in plan, plan
+    files = write_dataframe(rows, table.storage, spec, "20260101000000000", sized_tasks=True)
+    assert sorted(f.bucket for f in files) == list(range(8)) and sum(f.rows for f in files) == 100
+    for f in files:
+        values = pq.read_table(table.storage.path(f.path)).column("v").to_pylist()
+        assert values == sorted(values)
+        ids = spark.read.parquet(table.storage.path(f.path)).selectExpr("pmod(hash(k), 8) AS b").distinct().collect()
+        assert [r.b for r in ids] == [f.bucket]

@@ -54,6 +54,9 @@ def test_parallel_out_of_order_upserts_merge_in_version_order(spark: Any, batche
         done = list(pool.map(lambda v: upsert_file(spark, table, batches, v), order))
     assert all(not d.already_committed for d in done)
     assert sorted(v for d in done for v in d.entry.metadata["versions"]) == list(range(bdci.FILES))
+    for d in done:  # tasks sized by adaptive execution (`sized_tasks`) still hold whole buckets: one file each
+        buckets = [f.bucket for f in d.entry.added]
+        assert sorted(buckets) == list(range(BUCKETS)), buckets
     expected = bdci_expected(batches)
     check(spark, table, expected)
     plan = table.read(spark)._jdf.queryExecution().executedPlan().toString()
