@@ -76,7 +76,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import REPO, local_spark, machine_info, median, ratio, timed
+from common import REPO, local_spark, machine_info, median, progress, ratio, timed
 
 from airflow_lake.jobs.runner import run
 from airflow_lake.jobs.session import DEFAULT_CONF
@@ -145,11 +145,6 @@ def code_state() -> tuple[str, list[str]]:
     except OSError:
         status = ["(git status failed)"]
     return digest.hexdigest()[:12], status
-
-
-def progress(message: str) -> None:
-    """Progress goes to stderr; stdout holds the report only."""
-    print(message, file=sys.stderr, flush=True)
 
 
 # -- data ------------------------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ import bench_clustering as bc
 import bench_upsert as bu
 import numpy as np
 import pyarrow as pa
-from common import REPO, local_spark, machine_info, median, timed
+from common import REPO, local_spark, machine_info, median, progress, timed
 from peers_spark35 import combined, differences, merge_sets
 
 from airflow_lake.datagen import bdci
@@ -81,10 +81,6 @@ SPARK41_PYTHON = PEERS / "venv-spark4.1.3" / "bin" / "python"
 SPARK35_PYTHON = PEERS / "venv-spark3.5.9" / "bin" / "python"  # Hudi: benchmarks/peers_spark35.py
 ICEBERG_CATALOG = "ice"
 VALUE_COLUMNS = bu.VALUE_COLUMNS
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # -- results ---------------------------------------------------------------------------------------------------

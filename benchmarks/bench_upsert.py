@@ -40,31 +40,19 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from common import local_spark, machine_info, median, ratio
+from bdci_oracle import VALUE_COLUMNS, digest, spark_baseline
+from common import local_spark, machine_info, median, progress, ratio, timed
 
 from airflow_lake.datagen import bdci
 from airflow_lake.jobs.session import DEFAULT_CONF
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.upsert.upsert import versioned_upsert
-
-VALUE_COLUMNS = ["ip", "hostname", "requests", "name", "city", "job", "phonenum"]
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    started = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - started, out
 
 
 def upsert_all(spark: Any, path: Path, files: list[Path], order: list[int], threads: int) -> LakeTable:
@@ -80,15 +68,6 @@ def upsert_all(spark: Any, path: Path, files: list[Path], order: list[int], thre
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(one, order))
     return table
-
-
-def digest(spark: Any, parquet_dir: Path) -> tuple[int, int]:
-    """(rows, order-independent hash sum) of a Parquet result."""
-    from pyspark.sql import functions as F
-
-    df = spark.read.parquet(str(parquet_dir))
-    row = df.select(F.count(F.lit(1)), F.sum(F.xxhash64("uuid", *VALUE_COLUMNS).cast("decimal(38,0)"))).first()
-    return int(row[0]), int(row[1] or 0)
 
 
 def one_shot_round(spark: Any, files: list[Path], order: list[int], run_dir: Path, ours_first: bool
@@ -134,22 +113,6 @@ def submit_all(path: Path, files: list[Path], order: list[int], at_once: int) ->
 
     with ThreadPoolExecutor(at_once) as pool:
         list(pool.map(one, order))
-
-
-def spark_baseline(spark: Any, files: list[Path], out: Path) -> None:
-    """Plain Spark: union of the files with version and row index, merged per uuid, written."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    frames = [spark.read.parquet(str(p)).select("*", F.lit(v).alias("_v"), F.col("_metadata.row_index").alias("_r"))
-              for v, p in enumerate(files)]
-    union = reduce(lambda a, b: a.unionByName(b), frames)
-    order = F.struct("_v", "_r")
-    good = F.coalesce(F.col("name").isNotNull() & (F.col("name") != F.lit("null")), F.lit(False))
-    aggs = [F.max_by(c, order).alias(c) for c in VALUE_COLUMNS if c not in ("requests", "name")]
-    aggs += [F.sum("requests").alias("requests"), F.max_by("name", F.struct(good, "_v", "_r")).alias("name")]
-    union.groupBy("uuid").agg(*aggs).select("uuid", *VALUE_COLUMNS).write.parquet(str(out))
 
 
 def combine(frame: pd.DataFrame) -> pd.DataFrame:

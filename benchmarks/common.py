@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 
 
+def progress(message: str) -> None:
+    """Progress goes to stderr; stdout holds the report only."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     """Run `fn` once; return (seconds, its result)."""
     started = time.perf_counter()

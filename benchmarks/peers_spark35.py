@@ -30,19 +30,17 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import time
 import traceback
 from collections.abc import Callable
-from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from common import local_spark, median
+from bdci_oracle import VALUE_COLUMNS, digest, spark_baseline
+from common import local_spark, median, progress, timed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-VALUE_COLUMNS = ["ip", "hostname", "requests", "name", "city", "job", "phonenum"]  # = bench_upsert.VALUE_COLUMNS
 GOOD_NAME = "(s.name IS NOT NULL AND s.name <> 'null')"
 # Hudi's quick start for Spark SQL: Kryo with its registrar, its session extension and catalog
 HUDI_CONF = {
@@ -57,16 +55,6 @@ HUDI_CONF = {
 CURVES = (("hudi-linear", "linear", "direct", "linear"), ("hudi-zorder", "z-order", "direct", "zorder"),
           ("hudi-hilbert", "hilbert", "direct", "hilbert"), ("hudi-zorder-sample", "z-order", "sample", "zorder"),
           ("hudi-hilbert-sample", "hilbert", "sample", "hilbert"))
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    started = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - started, out
 
 
 def fresh(path: Path) -> Path:
@@ -199,31 +187,6 @@ def run_clustering(spark: SparkSession, part: str, info: dict[str, Any], scratch
 
 
 # -- upserts ---------------------------------------------------------------------------------------------------
-def spark_baseline(spark: SparkSession, files: list[str], out: Path) -> None:
-    """The oracle, bench_upsert.spark_baseline's job (that module imports airflow_lake): the 11 files with version
-    and row index, merged per uuid (max_by, sum, last non-"null" name), written."""
-    from pyspark.sql import functions as F
-
-    frames = [spark.read.parquet(p).select("*", F.lit(v).alias("_v"), F.col("_metadata.row_index").alias("_r"))
-              for v, p in enumerate(files)]
-    union = reduce(lambda a, b: a.unionByName(b), frames)
-    order = F.struct("_v", "_r")
-    good = F.coalesce(F.col("name").isNotNull() & (F.col("name") != F.lit("null")), F.lit(False))
-    aggs = [F.max_by(c, order).alias(c) for c in VALUE_COLUMNS if c not in ("requests", "name")]
-    aggs += [F.sum("requests").alias("requests"), F.max_by("name", F.struct(good, "_v", "_r")).alias("name")]
-    union.groupBy("uuid").agg(*aggs).select("uuid", *VALUE_COLUMNS).write.parquet(str(out))
-
-
-def digest(spark: SparkSession, parquet_dir: Path) -> tuple[int, int]:
-    """(rows, order-independent hash sum): bench_upsert.digest."""
-    from pyspark.sql import functions as F
-
-    got = spark.read.parquet(str(parquet_dir)).select(
-        F.count(F.lit(1)), F.sum(F.xxhash64("uuid", *VALUE_COLUMNS).cast("decimal(38,0)"))).first()
-    assert got is not None
-    return int(got[0]), int(got[1] or 0)
-
-
 def combined(spark: SparkSession, path: str, version: int) -> DataFrame:
     """One batch with one row per uuid, by the BDCI rules in row order, and its version `_v`; `_nv` is the
     version of its name (-1: every name of the key in this batch is "null"). (bench_peers uses this one.)"""
