@@ -22,7 +22,7 @@ upsert      the BDCI batches in the same out-of-order arrival, each written to a
                            "null", the rest last), then `upsert`: Hudi keeps the whole row of the higher version
               upsert-raw   each batch as it is (uuids repeat within a batch): Hudi's precombine picks one row per key
             and, with the same SQL as Delta's/Iceberg's (bench_peers.merge_sets), MERGE INTO of each combined batch
-            (styles version / exact). Plain Spark: the oracle (bench_upsert.spark_baseline's job).
+            (styles version / exact). Plain Spark: the oracle (`bdci_oracle.spark_baseline`).
 """
 
 from __future__ import annotations
