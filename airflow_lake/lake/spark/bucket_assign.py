@@ -25,7 +25,7 @@ def varying_counts(spec: TableSpec) -> bool:
 
 def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_column: str,
                    sort_within: Sequence[str] | None = None, *, shuffle: bool = True,
-                   sort: bool = True, sized_tasks: bool = False) -> DataFrame:
+                   sort: bool = True, sized_tasks: bool = False, hashed_like: bool | None = None) -> DataFrame:
     """`df` with the bucket column (and, with `varying_counts`, the count column) added, one task per
     (partition, bucket), rows sorted within each bucket by the sort columns (or `sort_within`). Without
     `shuffle`, each task keeps its rows and writes one file per bucket it holds (no Exchange: for small
@@ -37,7 +37,10 @@ def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_col
 
     `sort=False` leaves the sort to the writer: Spark's bucketed insert sorts by (partition, bucket id, SORTED
     BY) itself, and cannot see that a sort by our bucket column is the same order, so a sort here would be
-    done twice."""
+    done twice.
+
+    `hashed_like`: whether `df` is already hash-partitioned like the buckets, when the caller knows (None: asked of
+    its plan, `plan_text.hashed_into`, which plans the query)."""
     from pyspark.sql import functions as F
 
     bucket = spec.bucket
@@ -61,7 +64,8 @@ def assign_buckets(df: DataFrame, spec: TableSpec, count_column: str, bucket_col
         df = _unfoldable(df, [bucket_column])
     # LAS "write-side shuffle elimination": when every task already holds exactly one bucket (Spark's hash
     # partitioning is pmod(hash(keys), n), the bucket id), each task writes one file per partition as it is.
-    if shuffle and (varying_counts(spec) or not _hashed_like_buckets(df, spec)):
+    if shuffle and (varying_counts(spec) or not (
+            _hashed_like_buckets(df, spec) if hashed_like is None else hashed_like)):
         if not levels:
             # One bucketing, no partitions: Spark's hash partitioning of the bucket columns into `count` tasks is
             # the bucket id itself, so each of `count` tasks holds one bucket (as `repartition(n, keys)` before

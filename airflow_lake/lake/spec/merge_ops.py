@@ -23,6 +23,8 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from airflow_lake.lake.spec import sql_text
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
@@ -46,9 +48,27 @@ class MergeOperator:
         """Last-wins: a condition under which a value outranks values that fail it (None: every value)."""
         return None
 
+    def qualifies_sql(self, value: str, null_values: Sequence[str]) -> str | None:
+        """`qualifies` as Spark SQL text over the SQL expression `value` (None: every value), so a projection of
+        many columns is parsed in one call to Spark. Callers use `qualifies_as_sql`, which refuses it for an
+        operator whose `qualifies` is overridden below its `qualifies_sql`."""
+        return None
+
     def aggregate(self, value: Column) -> Column:
         """Commutative operators: the aggregate of the column's values (NULLs are absent values)."""
         raise NotImplementedError(f"merge operator {self.name!r} has no aggregate")
+
+
+def qualifies_as_sql(op: MergeOperator, value: str, null_values: Sequence[str]) -> str | None:
+    """`op.qualifies_sql`, or `NotImplementedError` when an operator overrides `qualifies` below where
+    `qualifies_sql` is defined (an operator of a package that knows only `qualifies`): its condition is then built
+    from `qualifies` as before."""
+    def owner(attribute: str) -> type:
+        return next(c for c in type(op).__mro__ if attribute in vars(c))
+
+    if not issubclass(owner("qualifies_sql"), owner("qualifies")):
+        raise NotImplementedError(f"merge operator {op.name!r} has no SQL form of `qualifies`")
+    return op.qualifies_sql(value, null_values)
 
 
 class Last(MergeOperator):
@@ -73,6 +93,13 @@ class LastNonNull(MergeOperator):
         if null_values:
             condition = condition & ~value.cast("string").isin([F.lit(v) for v in null_values])
         return F.coalesce(condition, F.lit(False))
+
+    def qualifies_sql(self, value: str, null_values: Sequence[str]) -> str | None:
+        condition = f"({value} IS NOT NULL)"
+        if null_values:
+            listed = ", ".join(sql_text.text(v) for v in null_values)
+            condition = f"({condition} AND (NOT (CAST({value} AS STRING) IN ({listed}))))"
+        return f"coalesce({condition}, false)"
 
 
 class Sum(MergeOperator):

@@ -31,6 +31,7 @@ from airflow_lake.lake.format.snapshots import snapshot_of
 from airflow_lake.lake.format.table_state import UPSERT_ACTION, upsert_versions
 from airflow_lake.lake.spark.file_writer import write_dataframe
 from airflow_lake.lake.spark.schema import conform
+from airflow_lake.lake.spec import sql_text
 from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
 from airflow_lake.lake.upsert import versions as versions_module
 from airflow_lake.lake.upsert.merge_read import raw_scan
@@ -131,11 +132,11 @@ def versioned_delete(table: TableMetadata, spark: SparkSession, keys: DataFrame,
                 metadata={"columns": [], "deletes": True, **request.metadata()})
     try:
         observation = Observation(f"delete_{txn.instant}")
-        version_expr = F.lit(fixed).cast("bigint")
+        version_expr = sql_text.whole(fixed)
         flagged = wanted.withColumn(MARK, F.lit(True))
         observed = flagged.observe(observation, *versions_module.fingerprint_aggregates([*names, MARK], version_expr))
         metrics: dict[str, Any] = {}
-        files = write_dataframe(delta_rows(observed, spec, [], version_expr, deleted=F.lit(True)), table.storage,
+        files = write_dataframe(delta_rows(observed, spec, [], version_expr, deleted="true"), table.storage,
                                 physical_spec(spec), txn.instant, metrics=metrics)
         facts = observation.get
         count = int(facts["rows"])

@@ -61,10 +61,10 @@ refused, as is one that would split the row's commutative values (their range is
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING
 
-from airflow_lake.lake.spec import merge_ops
+from airflow_lake.lake.spec import merge_ops, sql_text
 from airflow_lake.lake.spec.table_spec import Column as SpecColumn
 from airflow_lake.lake.spec.table_spec import TableSpec
 
@@ -127,42 +127,73 @@ def physical_spec(spec: TableSpec) -> TableSpec:
                      properties=spec.properties)
 
 
-def delta_rows(df: DataFrame, spec: TableSpec, present: Collection[str], version: Column,
-               deleted: Column | None = None) -> DataFrame:
+def delta_rows(df: DataFrame, spec: TableSpec, present: Collection[str], version: str,
+               deleted: str | None = None) -> DataFrame:
     """An upsert's rows as files hold them: `df` has the key columns and the `present` value columns
-    (conformed to the table's types); `version` is each row's version. Rows where `deleted` is true are
-    deletes of their key at their version: they keep only the key (and partition) and `__lake_d`."""
+    (conformed to the table's types); `version` is each row's version (a Spark SQL expression). Rows where
+    `deleted` (a SQL expression) is true are deletes of their key at their version: they keep only the key (and
+    partition) and `__lake_d`.
+
+    One projection as SQL text (`sql_text`), parsed by Spark in one call: built from DataFrame functions it took
+    ~100 calls into the JVM per upsert (~0.05 s quiet). The same expressions as those functions build: a stamp is
+    `CASE WHEN NOT deleted THEN ... ELSE CAST(NULL AS type) END` as `when(~deleted, ...).otherwise(...)` was."""
     from pyspark.sql import functions as F
 
-    def unless_deleted(value: Column, type_name: str) -> Column:
-        return value if deleted is None else F.when(~deleted, value).otherwise(F.lit(None).cast(type_name))
+    def unless_deleted(value: str, type_name: str) -> str:
+        return value if deleted is None else \
+            f"CASE WHEN (NOT ({deleted})) THEN {value} ELSE {sql_text.null_of(type_name)} END"
 
-    out: list[Column] = []
-    stamps: list[Column] = []
+    def named(value: str, name: str) -> str:
+        return f"{value} AS {sql_text.ident(name)}"
+
+    out: list[str] = []
+    stamps: list[str | Column] = []
     for col in spec.columns:
         name = col.name
         keyed = name in spec.primary_key or name in spec.partition_columns
         given = name in present or keyed
-        value = F.col(f"`{name}`") if given else F.lit(None).cast(col.type)
-        out.append((value if keyed else unless_deleted(value, col.type)).alias(name))
+        value = sql_text.ident(name) if given else sql_text.null_of(col.type)
+        out.append(named(value if keyed else unless_deleted(value, col.type), name))
         if keyed:
             continue
         op = operator_of(spec, name)
         if not op.stamped:  # the range of versions folded into the value: only a value counts (sum skips NULL)
-            folded = F.when(value.isNotNull(), version) if given else F.lit(None).cast("bigint")
-            stamps += [unless_deleted(folded, "bigint").alias(version_of(name)),
-                       unless_deleted(folded, "bigint").alias(oldest_of(name))]
+            folded = f"CASE WHEN ({value} IS NOT NULL) THEN {version} END" if given else sql_text.null_of("bigint")
+            stamps += [named(unless_deleted(folded, "bigint"), version_of(name)),
+                       named(unless_deleted(folded, "bigint"), oldest_of(name))]
             continue
-        stamps.append(unless_deleted(version if given else F.lit(None).cast("bigint"), "bigint")
-                      .alias(version_of(name)))
+        stamps.append(named(unless_deleted(version if given else sql_text.null_of("bigint"), "bigint"),
+                            version_of(name)))
         if op.qualified:
-            condition = op.qualifies(F.col(f"`{name}`"), spec.null_values.get(name, ())) if given else None
-            stamps.append(unless_deleted(condition if condition is not None else F.lit(None).cast("boolean"),
-                                         "boolean").alias(qualified_of(name)))
+            stamps.append(_qualified(op, spec, name, given=given, deleted=deleted,
+                                     unless_deleted=unless_deleted))
     row_version = unless_deleted(version, "bigint")
-    deleted_at = F.lit(None).cast("bigint") if deleted is None else F.when(deleted, version)
-    return df.select(*out, *stamps, F.monotonically_increasing_id().alias(SEQ), row_version.alias(NEWEST),
-                     row_version.alias(OLDEST), deleted_at.cast("bigint").alias(DELETED))
+    deleted_at = sql_text.null_of("bigint") if deleted is None else \
+        f"CAST(CASE WHEN ({deleted}) THEN {version} END AS BIGINT)"
+    rest = [f"monotonically_increasing_id() AS {SEQ}", named(row_version, NEWEST), named(row_version, OLDEST),
+            named(deleted_at, DELETED)]
+    if all(isinstance(s, str) for s in stamps):
+        return df.selectExpr(*out, *[str(s) for s in stamps], *rest)
+    return df.select(*[F.expr(e) if isinstance(e, str) else e for e in [*out, *stamps, *rest]])
+
+
+def _qualified(op: merge_ops.MergeOperator, spec: TableSpec, name: str, *, given: bool, deleted: str | None,
+               unless_deleted: Callable[[str, str], str]) -> str | Column:
+    """The `__lake_q__` stamp of a column merged by a qualifying operator: SQL text, or a Column built from the
+    operator's `qualifies` when it has no SQL form (`merge_ops.qualifies_as_sql`)."""
+    from pyspark.sql import functions as F
+
+    nulls = spec.null_values.get(name, ())
+    try:
+        condition = merge_ops.qualifies_as_sql(op, sql_text.ident(name), nulls) if given else None
+    except NotImplementedError:
+        column = op.qualifies(F.col(sql_text.ident(name)), nulls)
+        value = column if column is not None else F.lit(None).cast("boolean")
+        if deleted is not None:
+            value = F.when(~F.expr(deleted), value).otherwise(F.lit(None).cast("boolean"))
+        return value.alias(qualified_of(name))
+    return f"{unless_deleted(condition or sql_text.null_of('boolean'), 'boolean')} AS " \
+           f"{sql_text.ident(qualified_of(name))}"
 
 
 def only_tombstones(data_file: DataFile) -> bool:

@@ -33,6 +33,7 @@ from airflow_lake.lake.format.snapshots import TableState
 from airflow_lake.lake.format.table_state import UPSERT_ACTION
 from airflow_lake.lake.spark.file_writer import write_dataframe
 from airflow_lake.lake.spark.schema import EVOLUTION_FIX, conform, new_columns
+from airflow_lake.lake.spec import sql_text
 from airflow_lake.lake.spec.evolution import ADD_COLUMNS, add_columns, added_columns, check_schema_evolution
 from airflow_lake.lake.spec.table_spec import Column as SpecColumn
 from airflow_lake.lake.spec.table_spec import TableSpec, stored_spec
@@ -40,7 +41,7 @@ from airflow_lake.lake.upsert import versions as versions_module
 from airflow_lake.lake.upsert.physical import delta_rows, physical_spec, value_columns
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
     from airflow_lake.lake.format.table_metadata import TableMetadata
 
@@ -122,11 +123,11 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
     try:
         observation = Observation(f"upsert_{txn.instant}")
         fingerprinted = list(dict.fromkeys([*spec.primary_key, *spec.partition_columns, *present]))
-        counted = [] if marker is None else [F.count_if(F.col(MARK)).alias("deletes")]
+        counted = [] if marker is None else [F.expr(f"count_if({sql_text.ident(MARK)}) AS `deletes`")]
         observed = conformed.observe(observation, *versions_module.fingerprint_aggregates(
             fingerprinted + ([MARK] if marker else []), version_expr), *counted)
         written: dict[str, Any] = dict(metrics or {})
-        deleted = None if marker is None else F.col(MARK)
+        deleted = None if marker is None else sql_text.ident(MARK)
         files = write_dataframe(delta_rows(observed, spec, present, version_expr, deleted), table.storage,
                                 physical_spec(spec), txn.instant, metrics=written, bucket_shuffle=shuffle,
                                 plain_columns=_plain_keys(spec), sized_tasks=True)
@@ -219,9 +220,9 @@ def _delete_marker(df: DataFrame, spec: TableSpec, delete_column: str | None) ->
 
 
 def _check_markers(table: TableMetadata, base: TableState, spec: TableSpec, conformed: DataFrame,
-                   version: Column) -> list[str]:
+                   version: str) -> list[str]:
     """Refuse delete markers that cannot be applied exactly (`deletes.check_deletes`) before anything is
-    written; the files that check depends on."""
+    written; the files that check depends on (`version`: the rows' version, a SQL expression)."""
     from pyspark.sql import functions as F
 
     from airflow_lake.lake.upsert import deletes
@@ -229,7 +230,7 @@ def _check_markers(table: TableMetadata, base: TableState, spec: TableSpec, conf
     if not deletes.needs_check(base.files.values(), spec):
         return []
     marked = conformed.where(F.col(MARK)).select(*[F.col(f"`{k}`") for k in deletes.key_columns(spec)],
-                                                 version.alias(deletes.DELETE_VERSION))
+                                                 F.expr(version).alias(deletes.DELETE_VERSION))
     bounds = marked.agg(F.min(deletes.DELETE_VERSION).alias("low"), F.max(deletes.DELETE_VERSION).alias("high")
                         ).collect()[0]
     if bounds["low"] is None:
@@ -239,10 +240,10 @@ def _check_markers(table: TableMetadata, base: TableState, spec: TableSpec, conf
 
 
 def _conform(df: DataFrame, spec: TableSpec, version_column: str | None, fixed: int | None,
-             marker: str | None = None) -> tuple[list[str], DataFrame, Column]:
+             marker: str | None = None) -> tuple[list[str], DataFrame, str]:
     """The value columns the source sets, the source conformed to the table (key + those columns, plus the
     version as `__lake_version` when it comes from a column, and the delete flag as `__lake_delete` when the
-    source has a `marker` column), and the version expression."""
+    source has a `marker` column), and the version expression (Spark SQL text)."""
     from pyspark.sql import functions as F
 
     names = {f.name.lower(): f.name for f in df.schema.fields}
@@ -278,7 +279,7 @@ def _conform(df: DataFrame, spec: TableSpec, version_column: str | None, fixed: 
         source = source.withColumn(MARK, F.coalesce(F.col(f"`{marker}`"), F.lit(False))).drop(marker)
         columns.append(SpecColumn(MARK, "boolean"))
     conformed = conform(source, TableSpec(columns=tuple(columns)))
-    return present, conformed, F.lit(fixed).cast("bigint") if fixed is not None else F.col(VERSION_ALIAS)
+    return present, conformed, sql_text.whole(fixed) if fixed is not None else sql_text.ident(VERSION_ALIAS)
 
 
 def _resolve_clash(table: TableMetadata, base: TableState, versions: list[int], present: list[str], *,

@@ -34,3 +34,27 @@ def test_query_shuffles_counts_what_the_explain_counts_and_skips_it_for_scans_an
     assert explained == []  # none of them was planned again
     assert {name: plans.query_shuffles(d) for name, d in wide.items()} == {n: expected[n] for n in wide}
     assert len(explained) == len(wide)
+
+
+def test_scan_chain_is_projections_over_a_file_scan_and_the_plans_agree(spark: Any, tmp_path: Path) -> None:
+    """`scan_chain`: what a write takes without planning — no shuffle, no hash partitioning, and a repartition over it
+    is one Exchange; a catalog table (maybe bucketed), a filter, a local relation or a join is not one."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    spark.range(40).selectExpr("id", "cast(id % 3 as string) k").write.parquet(str(tmp_path / "src"))
+    df = spark.read.parquet(str(tmp_path / "src"))
+    spark.range(8).write.bucketBy(4, "id").option("path", str(tmp_path / "bt")).saveAsTable("plan_text_bt")
+    try:
+        chains = {"scan": df, "projected": df.selectExpr("id", "k AS `Relation [x]`").alias("a"),
+                  "observed": df.observe(Observation("plan_text_o"), F.expr("count(1) AS n")).withColumn("y", F.lit(1))}
+        others = {"bucketed table": spark.table("plan_text_bt"), "filtered": df.where("id > 3"),
+                  "local": spark.createDataFrame([(1,)], "id long"), "joined": df.join(df, "id"),
+                  "repartitioned": df.repartition(3, "id")}
+        assert {n: plans.scan_chain(d) for n, d in {**chains, **others}.items()} == {
+            **{n: True for n in chains}, **{n: False for n in others}}
+        for d in chains.values():
+            assert plans.shuffles(plans.plan_text(d)) == 0 and plans.hash_partitioning(d) is None
+            assert plans.shuffles(plans.plan_text(d.repartition(F.col("id")))) == 1
+    finally:
+        spark.sql("DROP TABLE IF EXISTS plan_text_bt")

@@ -82,3 +82,24 @@ def test_spec_round_trip_keeps_null_values(tmp_path: Path) -> None:
     assert reopened.null_values == {"name": ("null", "")} and reopened.merge_operators == {"name": "last_non_null"}
     with pytest.raises(LakeSpecError, match=r"null_values\.name"):
         LakeTable.create(str(tmp_path / "u"), {**spec, "null_values": {"name": "null"}})
+
+
+def test_qualifies_as_sql_only_where_it_says_what_qualifies_does() -> None:
+    """An operator of a package that overrides only `qualifies` has no SQL form (its Column is built then)."""
+    class Positive(merge_ops.LastNonNull):
+        def qualifies(self, value: Any, null_values: Any) -> Any:
+            return value > 0
+
+    class Stamped(merge_ops.MergeOperator):
+        stamped = qualified = True
+
+        def qualifies(self, value: Any, null_values: Any) -> Any:
+            return value.isNotNull()
+
+    assert merge_ops.qualifies_as_sql(merge_ops.Last(), "`c`", ()) is None
+    assert merge_ops.qualifies_as_sql(merge_ops.LastNonNull(), "`c`", ()) == "coalesce((`c` IS NOT NULL), false)"
+    assert merge_ops.qualifies_as_sql(merge_ops.LastNonNull(), "`c`", ["x'"]) == (
+        "coalesce(((`c` IS NOT NULL) AND (NOT (CAST(`c` AS STRING) IN (CAST(unhex('7827') AS STRING))))), false)")
+    for op in (Positive(), Stamped()):
+        with pytest.raises(NotImplementedError):
+            merge_ops.qualifies_as_sql(op, "`c`", ())
