@@ -39,12 +39,12 @@ from airflow_lake.lake.upsert.compact import compact
 from airflow_lake.lake.upsert.upsert import versioned_upsert
 
 
-def load_before(tree: Path) -> ModuleType:
+def load_before(tree: Path, label: str) -> ModuleType:
     """`merge_read` of another tree, with its own `physical` (the rest of the package is this tree's)."""
     modules: dict[str, ModuleType] = {}
     for name in ("physical", "merge_read"):
         path = tree / "airflow_lake/lake/upsert" / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(f"before_{name}", path)
+        spec = importlib.util.spec_from_file_location(f"{label}_{name}", path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
@@ -66,6 +66,8 @@ def cpu_seconds(pid: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, help="another worktree whose merged read to compare with ours")
+    parser.add_argument("--also", type=Path, action="append", default=[],
+                        help="more worktrees to alternate with (labelled by their directory's name)")
     parser.add_argument("--rows", type=int, default=100_000, help="rows of each of base-1..10 (base-0: 5x)")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--compacted", action="store_true")
@@ -88,7 +90,9 @@ def main() -> int:
         progress(f"built the table in {time.perf_counter() - started:.1f} s; load {os.getloadavg()[0]:.1f}")
         ways: dict[str, Any] = {"ours": merge_read}
         if args.before:
-            ways["before"] = load_before(args.before)
+            ways["before"] = load_before(args.before, "before")
+        for tree in args.also:
+            ways[tree.name] = load_before(tree, tree.name.replace("-", "_"))
         if args.explain:
             snapshot = table.snapshot()
             merge_read.merged(spark, merge_read.raw_scan(table, snapshot), snapshot.spec).explain("formatted")
@@ -106,7 +110,7 @@ def main() -> int:
         digests: set[tuple[int, int]] = set()
         load = [os.getloadavg()[0]]
         for rnd in range(args.rounds + 1):  # round 0: the warm-up
-            for name in names if rnd % 2 == 0 else names[::-1]:
+            for name in names[rnd % len(names):] + names[:rnd % len(names)]:  # each goes first in turn
                 out = work / f"{name}-{rnd}.parquet"
                 wall, cpu = run(name, out)
                 digests.add(digest(spark, out))

@@ -63,7 +63,7 @@ def merged(spark: SparkSession, scan: Scan, spec: TableSpec, *, keep_stamps: boo
 
     keys = [F.col(f"`{k}`") for k in
             [*spec.partition_columns, *[k for k in spec.primary_key if k not in spec.partition_columns]]]
-    df = with_row_stamps(scan_df(spark, scan), spec)
+    df = with_row_stamps(scan_df(spark, scan), spec, scan.files)
     shared = row_stamped(spec, scan.files)
     if not has_deletes(scan.files):
         return df.groupBy(*keys).agg(*merge_aggregates(spec, keep_stamps=keep_stamps, shared=shared))

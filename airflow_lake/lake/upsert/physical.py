@@ -212,10 +212,15 @@ def row_stamped(spec: TableSpec, files: Sequence[DataFile]) -> list[str]:
     return candidates
 
 
-def with_row_stamps(df: DataFrame, spec: TableSpec) -> DataFrame:
+def with_row_stamps(df: DataFrame, spec: TableSpec, files: Sequence[DataFile] | None = None) -> DataFrame:
     """Scanned rows with the row stamps of rows written before versioned deletes derived (module docstring):
-    `__lake_v` from their last-wins stamps; `__lake_v0` the same for a delta row, else UNKNOWN_OLDEST."""
+    `__lake_v` from their last-wins stamps; `__lake_v0` the same for a delta row, else UNKNOWN_OLDEST. When the
+    stats of the `files` read prove every row has a `__lake_v`, there is nothing to derive: the rows as they are
+    (the scan then reads no stamp the merge does not use)."""
     from pyspark.sql import functions as F
+
+    if files and all((stats := f.stats.get(NEWEST)) is not None and not stats.null_count for f in files):
+        return df
 
     stamps = [F.col(version_of(c)) for c in value_columns(spec) if operator_of(spec, c).stamped]
     derived = F.greatest(*stamps) if len(stamps) > 1 else stamps[0] if stamps else F.lit(None).cast("bigint")
