@@ -11,7 +11,8 @@ With `--compacted`, the table is compacted before the reads (one base file per b
 `--compacted-half` half of the batches are compacted into a base and the others upserted after it (a base + 5
 delta files per bucket: the stamps then differ per column and row).
 
-    .venv/bin/python benchmarks/bench_merge_read.py --before ../wt-before --rows 100000 --rounds 4   # 1.5M rows
+    cd benchmarks && PYTHONPATH=.. python bench_merge_read.py --before /tmp/wt-before --rows 100000 --rounds 5
+    # 1.5M rows (docs/benchmarks.md 17.1c); --also <worktree> alternates a third code; --compacted-half: a base + deltas
 """
 
 from __future__ import annotations
