@@ -28,6 +28,7 @@ from airflow_lake.lake.upsert.physical import (
     has_deletes,
     merge_aggregates,
     physical_spec,
+    row_stamped,
     with_row_stamps,
 )
 
@@ -62,11 +63,12 @@ def merged(spark: SparkSession, scan: Scan, spec: TableSpec, *, keep_stamps: boo
 
     keys = [F.col(f"`{k}`") for k in
             [*spec.partition_columns, *[k for k in spec.primary_key if k not in spec.partition_columns]]]
-    df = with_row_stamps(scan_df(spark, scan), spec)
+    df = with_row_stamps(scan_df(spark, scan), spec, scan.files)
+    shared = row_stamped(spec, scan.files)
     if not has_deletes(scan.files):
-        return df.groupBy(*keys).agg(*merge_aggregates(spec, keep_stamps=keep_stamps))
+        return df.groupBy(*keys).agg(*merge_aggregates(spec, keep_stamps=keep_stamps, shared=shared))
     df = df.withColumn(WATERMARK, F.max(F.col(DELETED)).over(Window.partitionBy(*keys)))
-    out = df.groupBy(*keys).agg(*merge_aggregates(spec, keep_stamps=keep_stamps, deletes=True))
+    out = df.groupBy(*keys).agg(*merge_aggregates(spec, keep_stamps=keep_stamps, deletes=True, shared=shared))
     if keep_stamps:
         return out.drop(EXISTS)
     return out.where(F.col(EXISTS)).drop(EXISTS, DELETED)

@@ -61,7 +61,7 @@ refused, as is one that would split the row's commutative values (their range is
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_lake.lake.spec import merge_ops, sql_text
@@ -220,10 +220,38 @@ def has_deletes(files: Iterable[DataFile]) -> bool:
     return False
 
 
-def with_row_stamps(df: DataFrame, spec: TableSpec) -> DataFrame:
+def row_stamped(spec: TableSpec, files: Sequence[DataFile]) -> list[str]:
+    """The `last` columns (last-wins, not qualified) whose version stamp the files' stats prove equal to the
+    row's `__lake_v` on every row read: in each file both have no NULL and one value, the same (min = max: a
+    delta file of an upsert that set the column on every row). Their values then all come from one row, the
+    key's row of the highest (version, seq), which the merge finds once for all of them (`merge_aggregates`)
+    instead of once per column. Fewer than two such columns (or a file that proves nothing): none."""
+    candidates = [c for c in value_columns(spec) if operator_of(spec, c).stamped and not operator_of(spec, c).qualified]
+    if len(candidates) < 2 or not files:
+        return []
+    stamps = {c: version_of(spec.physical_of(c)) for c in candidates}  # stats are kept by physical name
+    for data_file in files:
+        newest = data_file.stats.get(NEWEST)
+        if newest is None or newest.null_count or newest.min is None or newest.min != newest.max:
+            return []
+        for column in list(candidates):
+            stats = data_file.stats.get(stamps[column])
+            if stats is None or stats.null_count or stats.min != newest.min or stats.max != newest.max:
+                candidates.remove(column)
+        if len(candidates) < 2:
+            return []
+    return candidates
+
+
+def with_row_stamps(df: DataFrame, spec: TableSpec, files: Sequence[DataFile] | None = None) -> DataFrame:
     """Scanned rows with the row stamps of rows written before versioned deletes derived (module docstring):
-    `__lake_v` from their last-wins stamps; `__lake_v0` the same for a delta row, else UNKNOWN_OLDEST."""
+    `__lake_v` from their last-wins stamps; `__lake_v0` the same for a delta row, else UNKNOWN_OLDEST. When the
+    stats of the `files` read prove every row has a `__lake_v`, there is nothing to derive: the rows as they are
+    (the scan then reads no stamp the merge does not use)."""
     from pyspark.sql import functions as F
+
+    if files and all((stats := f.stats.get(NEWEST)) is not None and not stats.null_count for f in files):
+        return df
 
     stamps = [F.col(version_of(c)) for c in value_columns(spec) if operator_of(spec, c).stamped]
     derived = F.greatest(*stamps) if len(stamps) > 1 else stamps[0] if stamps else F.lit(None).cast("bigint")
@@ -244,12 +272,14 @@ def folded_range(column: str) -> tuple[Column, Column]:
             F.coalesce(F.col(version_of(column)), F.col(NEWEST)))
 
 
-def merge_aggregates(spec: TableSpec, *, keep_stamps: bool, deletes: bool = False) -> list[Column]:
+def merge_aggregates(spec: TableSpec, *, keep_stamps: bool, deletes: bool = False,
+                     shared: Collection[str] = ()) -> list[Column]:
     """The aggregates that merge a key's rows (group by the partition and key columns; rows through
     `with_row_stamps`): the table's value columns, and with `keep_stamps` the stamps of the result (for base
     files). With `deletes`, each row carries its key's watermark in `WATERMARK` (a window over the same
     grouping), and the rules of the module docstring apply; `DELETED` is then the key's watermark and `exists`
-    whether the key exists."""
+    whether the key exists. `shared`: `last` columns whose stamp is the row's `__lake_v` on every row
+    (`row_stamped`), merged by one `max_by` over the row's (version, seq) that picks their values together."""
     from pyspark.sql import functions as F
 
     watermark = F.col(WATERMARK) if deletes else None
@@ -259,11 +289,23 @@ def merge_aggregates(spec: TableSpec, *, keep_stamps: bool, deletes: bool = Fals
         return version.isNotNull() if watermark is None else version.isNotNull() & (
             watermark.isNull() | (version > watermark))
 
+    # Per column, `max_by(value, (v, s))` compares and copies on every row, and the sort aggregate runs
+    # interpreted: with the same order on every row for these columns, one `max_by` over a struct of them picks
+    # the same row (ties too: equal orders in every column, the same first row) at one comparison per row
+    # (measured: docs/benchmarks.md 17.1c). Spark computes the repeated aggregate once.
+    together = [c for c in value_columns(spec) if c in shared]
+    winner = F.max_by(F.struct(*[F.col(f"`{c}`").alias(f"_{i}") for i, c in enumerate(together)]),
+                      F.when(newer(newest), F.struct(newest.alias("v"), F.col(SEQ).alias("s")))) if together else None
     splits: list[Column] = []
     out: list[Column] = []
     for name in value_columns(spec):
         op = operator_of(spec, name)
         value = F.col(f"`{name}`")
+        if winner is not None and name in together:
+            out.append(winner[f"_{together.index(name)}"].alias(name))
+            if keep_stamps:  # the max of (v, s)'s v: the newest version kept
+                out.append(F.max(F.when(newer(newest), newest)).alias(version_of(name)))
+            continue
         if not op.stamped:
             low, high = folded_range(name)
             alive = value.isNotNull() if watermark is None else value.isNotNull() & (

@@ -17,6 +17,7 @@ from airflow_lake.lake.buckets.rewrite import bucket_rewrite
 from airflow_lake.lake.errors import LakeSchemaError, LakeSpecError
 from airflow_lake.lake.table import LakeTable
 from airflow_lake.lake.upsert.compact import compact
+from airflow_lake.lake.upsert.physical import row_stamped
 from airflow_lake.lake.upsert.upsert import versioned_upsert
 from tests.lake.upsert.oracle import as_strings, bdci_expected, merge
 
@@ -142,6 +143,37 @@ def test_partial_updates_duplicates_and_version_columns(spark: Any, tmp_path: Pa
     pd.testing.assert_frame_equal(got, expected)
     assert got.set_index("k").loc["1", "tag"] == "x"  # "null", "N/A" and NULL never beat a real value
     assert got.set_index("k").loc["1", "n"] == str(1 + 10 + 100 + 1)
+
+
+def test_full_rows_pick_their_last_values_by_one_order_and_partial_rows_per_column(spark: Any,
+                                                                                   tmp_path: Path) -> None:
+    table = small_table(tmp_path / "t")
+    rows2 = [(1, "a2", 1, 1, 1, "x", 20), (1, None, 1, 1, 1, "y", None), (2, "b2", 1, 1, 1, "z", 21)]
+    rows1 = [(1, "a1", 1, 1, 1, "w", 10), (3, "c1", 1, 1, 1, "null", 11)]
+    versioned_upsert(table, spark.createDataFrame(rows2, SMALL), version=2)
+    versioned_upsert(table, spark.createDataFrame(rows1, SMALL), version=1)  # a lower version, later
+    spec = table.snapshot().spec
+    # every file sets a and v on every row at one version: both are merged by one max_by over (version, seq)
+    assert row_stamped(spec, table.snapshot().files) == ["a", "v"]
+    plan = table.read(spark)._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("max_by(") == 2 * 2  # a + v together, tag alone; in the partial and the final aggregate
+    # every row has its version (stats): nothing to derive, so the scan skips the stamps of a and v
+    assert "__lake_v__a" not in plan and "__lake_v__v" not in plan and "__lake_v__tag" in plan
+    columns = ["a", "n", "hi", "lo", "tag", "v"]
+    frames = [(2, pd.DataFrame(rows2, columns=["k", *columns])), (1, pd.DataFrame(rows1, columns=["k", *columns]))]
+    operators = {"n": "sum", "hi": "max", "lo": "min", "tag": "last_non_null"}
+
+    def expected() -> pd.DataFrame:
+        return merge(frames, key="k", operators=operators, null_values={"tag": ["null", "N/A"]})
+
+    got = as_strings(read(spark, table), key="k", columns=list(expected().columns[1:]))
+    pd.testing.assert_frame_equal(got, expected())
+    assert got.set_index("k").loc["1", ["a", "v"]].tolist() == ["None", "None"]  # the newest row's NULLs win
+    versioned_upsert(table, spark.createDataFrame([(1, "a3")], "k BIGINT, a STRING"), version=3)  # v not set
+    frames.append((3, pd.DataFrame([(1, "a3")], columns=["k", "a"])))
+    assert row_stamped(spec, table.snapshot().files) == []  # the stamps differ per column: one order each
+    pd.testing.assert_frame_equal(as_strings(read(spark, table), key="k", columns=list(expected().columns[1:])),
+                                  expected())
 
 
 def test_bad_input_fails_before_anything_is_committed(spark: Any, tmp_path: Path) -> None:
