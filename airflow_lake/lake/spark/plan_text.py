@@ -56,20 +56,12 @@ def scan_chain(df: DataFrame) -> bool:
     driver, more on a busy one). Read from the analyzed plan, which a classic DataFrame already has; False over
     Spark Connect."""
     analyzed = _analyzed(df)
-    if analyzed is None or _SHUFFLE.search(analyzed):
+    nodes = None if analyzed is None else _chain(analyzed, _CHAIN)
+    if nodes is None:
         return False
-    relations = 0
-    for line in analyzed.splitlines():
-        if not line.strip():
-            continue
-        node = _NODE.match(line)
-        if node is None or ":" in node.group(1) or node.group(2) not in _CHAIN:
-            return False
-        if node.group(2) == "Relation":
-            if not line[node.end():].startswith(" ["):  # `Relation db.table[...]`: a catalog table
-                return False
-            relations += 1
-    return relations == 1
+    relations = [node for node in nodes if node.group(2) == "Relation"]
+    # `Relation db.table[...]` is a catalog table, `Relation [...]` a scan of files by path
+    return len(relations) == 1 and relations[0].string[relations[0].end():].startswith(" [")
 
 
 def _analyzed(df: DataFrame) -> str | None:
@@ -81,15 +73,23 @@ def _analyzed(df: DataFrame) -> str | None:
 
 def _narrow(tree: str) -> bool:
     """Whether a logical plan's text shows only `_NARROW` operators in one chain (and no word `Exchange`)."""
+    return _chain(tree, _NARROW) is not None
+
+
+def _chain(tree: str, operators: frozenset[str]) -> list[re.Match[str]] | None:
+    """The nodes of a logical plan's text, if they are one chain (no `:` branch) of `operators` and the word
+    `Exchange` is nowhere in it; else None."""
     if _SHUFFLE.search(tree):
-        return False
+        return None
+    nodes = []
     for line in tree.splitlines():
         if not line.strip():
             continue
         node = _NODE.match(line)
-        if node is None or ":" in node.group(1) or node.group(2) not in _NARROW:
-            return False
-    return True
+        if node is None or ":" in node.group(1) or node.group(2) not in operators:
+            return None
+        nodes.append(node)
+    return nodes
 
 
 def hash_partitioning(df: DataFrame) -> tuple[list[str], int] | None:

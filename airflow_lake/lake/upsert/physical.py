@@ -292,7 +292,7 @@ def merge_aggregates(spec: TableSpec, *, keep_stamps: bool, deletes: bool = Fals
     # Per column, `max_by(value, (v, s))` compares and copies on every row, and the sort aggregate runs
     # interpreted: with the same order on every row for these columns, one `max_by` over a struct of them picks
     # the same row (ties too: equal orders in every column, the same first row) at one comparison per row
-    # (measured: docs/benchmarks.md 17.1c). Spark computes the repeated aggregate once.
+    # (measured: docs/benchmarks.md 17.1d). Spark computes the repeated aggregate once.
     together = [c for c in value_columns(spec) if c in shared]
     winner = F.max_by(F.struct(*[F.col(f"`{c}`").alias(f"_{i}") for i, c in enumerate(together)]),
                       F.when(newer(newest), F.struct(newest.alias("v"), F.col(SEQ).alias("s")))) if together else None
