@@ -215,13 +215,20 @@ class _Bytes:
     def groups(self, valid: np.ndarray | None) -> Iterator[tuple[int, np.ndarray]]:
         """(byte length, the rows of that length), over the non-NULL rows."""
         rows = np.arange(len(self.lengths)) if valid is None else np.flatnonzero(valid)
+        if not len(rows):
+            return
         lengths = self.lengths[rows]
+        shortest, longest = int(lengths.min()), int(lengths.max())
+        if shortest == longest:  # keys of one width (uuids, codes): no sort
+            yield shortest, rows
+            return
+        if longest - shortest < 1 << 16:  # a stable sort of 16-bit keys is numpy's radix sort
+            lengths = (lengths - shortest).astype(np.uint16)
         order = np.argsort(lengths, kind="stable")
-        rows, lengths = rows[order], lengths[order]
-        cuts = np.flatnonzero(np.diff(lengths)) + 1
+        rows = rows[order]
+        cuts = np.flatnonzero(np.diff(lengths[order])) + 1
         for part in np.split(rows, cuts):
-            if len(part):
-                yield int(self.lengths[part[0]]), part
+            yield int(self.lengths[part[0]]), part
 
 
 # --- the hash functions -----------------------------------------------------------------------------------------

@@ -195,8 +195,13 @@ def test_every_type_and_chain_hashes_as_spark_does(
 
 
 def test_arrays_in_other_layouts_hash_the_same(table: pa.Table, spark_hashes: dict[str, list[Any]]) -> None:
-    """Chunks, slices (a non-zero array offset), large_string / large_binary, a timestamp in another unit."""
+    """Chunks, slices (a non-zero array offset), large_string / large_binary, a timestamp in another unit,
+    strings all of one byte length (hashed without grouping)."""
     half = HALF + 3
+    for row in (6 + 36, 6 + 37):  # a 36-byte string (a uuid's length) and a 37-byte one
+        same = pa.array([table.column("c_string")[row].as_py()] * 3)
+        assert spark_hash.murmur3([same], ["string"]).tolist() == [spark_hashes["m:c_string"][row]] * 3
+        assert spark_hash.xxhash64([same], ["string"]).tolist() == [spark_hashes["x:c_string"][row]] * 3
     string, binary = table.column("c_string"), table.column("c_binary")
     chunked = pa.chunked_array([string.combine_chunks()[:half], string.combine_chunks()[half:]])
     assert spark_hash.murmur3([chunked], ["string"]).tolist() == spark_hashes["m:c_string"]
