@@ -23,7 +23,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_lake.exceptions import LakeJobConflict, LakeJobError
-from airflow_lake.hooks.defaults import DEFAULT_CONN_ID
+from airflow_lake.hooks.defaults import DEFAULT_CONN_ID, DEFAULT_IN_PROCESS_MAX_BYTES
 from airflow_lake.hooks.package_zip import package_zip
 from airflow_lake.jobs import ENTRY_POINT
 from airflow_lake.jobs.protocol import NONCE_ENV, Failure, classify
@@ -58,7 +58,7 @@ class LakeHook(BaseHook):
     def __init__(self, conn_id: str = default_conn_name, *, spark_conf: Mapping[str, Any] | None = None,
                  python: str | None = None, env_vars: Mapping[str, str] | None = None,
                  driver_memory: str | None = None, executor_memory: str | None = None,
-                 ship_package: bool = True, verbose: bool = False) -> None:
+                 ship_package: bool = True, verbose: bool = False, in_process_max_bytes: int | None = None) -> None:
         super().__init__()
         self.conn_id = conn_id
         self.spark_conf = dict(spark_conf or {})
@@ -68,6 +68,9 @@ class LakeHook(BaseHook):
         self.executor_memory = executor_memory
         self.ship_package = ship_package
         self.verbose = verbose
+        # an upsert of Parquet files up to this size runs with pyarrow in the task's process (0: always on Spark)
+        self.in_process_max_bytes = DEFAULT_IN_PROCESS_MAX_BYTES if in_process_max_bytes is None else \
+            int(in_process_max_bytes)
         # The job in flight, set only while `submit` runs it: on_kill kills nothing else.
         self._submit_hook: LakeSubmitHook | None = None
         self._connect: ConnectClient | None = None
@@ -128,9 +131,14 @@ class LakeHook(BaseHook):
         payload.setdefault("request_id", f"airflow-lake-{uuid.uuid4().hex}")
         validate(operation, payload)
         table = str(payload.get("table", ""))
-        if not get(operation).needs_spark:  # metadata only: no reason to pay for a Spark start-up
+        op = get(operation)
+        if not op.needs_spark:  # metadata only: no reason to pay for a Spark start-up
             self.log.info("Running %s on %s in-process (request %s)", operation, table, payload["request_id"])
             return self._run_local(operation, payload)
+        if op.spark_free is not None and self.in_process_max_bytes > 0:
+            done = self._run_spark_free(operation, payload)
+            if done is not None:
+                return done
         self._submitting, self._kill_requested = True, False
         try:
             if self.uses_connect:
@@ -139,13 +147,35 @@ class LakeHook(BaseHook):
         finally:
             self._submitting = False
 
-    def _run_local(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """A metadata-only operation in this process (its lake errors raised as they are)."""
+    def _run_spark_free(self, operation: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """Run an operation whose inputs need no Spark (a small upsert of Parquet files: `Operation.spark_free`) in
+        this process; None when it needs Spark (logged: why), before anything was written."""
+        from airflow_lake.jobs.registry import parse_spec
+        from airflow_lake.lake.upsert.arrow_upsert import NeedsSpark  # the lake core: loaded when a task runs
+
+        op = get(operation)
+        assert op.spark_free is not None
+        table = str(payload.get("table", ""))
+        why = op.spark_free(parse_spec(op, payload), self.in_process_max_bytes)
+        if why is None:
+            self.log.info("Running %s on %s in-process, without Spark: the source is small Parquet files (request "
+                          "%s)", operation, table, payload["request_id"])
+            try:
+                return self._run_local(operation, payload, spark_free=True)
+            except NeedsSpark as err:
+                why = str(err)
+        self.log.info("%s on %s runs on Spark: %s (in-process limit: %d bytes)", operation, table, why,
+                      self.in_process_max_bytes)
+        return None
+
+    def _run_local(self, operation: str, payload: dict[str, Any], *, spark_free: bool = False) -> dict[str, Any]:
+        """An operation in this process (its lake errors raised as they are): a metadata-only one, or with
+        `spark_free` one whose inputs need no Spark."""
         table, request_id = str(payload.get("table", "")), str(payload["request_id"])
         done_before = self._committed(operation, table, request_id)
         from airflow_lake.jobs.runner import run  # the lake core: loaded when a task runs, not at DAG parse
 
-        result = run(None, operation, payload)
+        result = run(None, operation, payload, spark_free=spark_free)
         stored = self.read_metrics(operation, table, request_id, already_committed=done_before)
         # no entry (nothing to do, a dry run, a plan stored but not committed): what the run reported is all there
         # is to say, and its own fields win over the placeholder's (a plan's `noop: false` must not turn true);

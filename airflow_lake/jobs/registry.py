@@ -25,7 +25,9 @@ class Operation:
 
     `retry_result` (operations that need Spark): what `execute` returns for a parsed spec whose request has already
     committed (an Airflow retry), read from the log alone with no Spark; None when `execute` has to run. It is the
-    same check `execute` makes before its Spark work, so the hook can answer a retry without starting Spark."""
+    same check `execute` makes before its Spark work, so the hook can answer a retry without starting Spark.
+
+    `spark_free`: see its comment (a small upsert of Parquet files runs with pyarrow in the task's process)."""
 
     name: str
     parse: Callable[[Mapping[str, Any]], Any]
@@ -33,6 +35,10 @@ class Operation:
     needs_spark: bool = True
     summary: str = ""
     retry_result: Callable[[Any], Metrics | None] | None = None
+    # operations that need Spark only for some inputs: why a parsed spec needs it, given the most source bytes the
+    # caller will process itself (None: `execute(None, spec)` runs it without Spark, or raises `NeedsSpark` before
+    # it writes anything)
+    spark_free: Callable[[Any, int], str | None] | None = None
 
 
 _OPERATIONS: dict[str, Operation] = {}

@@ -19,13 +19,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def run(spark: SparkSession | None, operation: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+def run(spark: SparkSession | None, operation: str, spec: Mapping[str, Any], *,
+        spark_free: bool = False) -> dict[str, Any]:
     """Run `operation` with `spec` in this process and return its metrics (also stored in its instant), with where
     publishing for other engines stands after it (`publication.with_publication`: `published_seq`,
     `unpublished_commits`, for a primary-key table `hidden_files`...; not stored in the instant: it changes after).
 
     The spec's optional `airflow` field (the task instance that asked, `jobs.caller`) is recorded in the metadata
-    of every log entry the operation writes."""
+    of every log entry the operation writes.
+
+    `spark_free`: run an operation that needs Spark for some inputs without it (`Operation.spark_free` said it
+    can); it raises `NeedsSpark` before writing anything if it cannot after all."""
     op = registry.get(operation)
     check_depth(spec, "spec")  # before anything walks it recursively (a RecursionError names nothing)
     body, who = caller.split(spec)
@@ -33,7 +37,7 @@ def run(spark: SparkSession | None, operation: str, spec: Mapping[str, Any]) -> 
     if isinstance(parsed, NothingToDo):  # an empty selection: nothing to run, no Spark to start
         log.info("%s on %s: %s", operation, spec.get("table"), parsed.reason)
         return parsed.run()
-    if op.needs_spark and spark is None:
+    if op.needs_spark and spark is None and not spark_free:
         from airflow_lake.jobs.session import build_session
 
         spark = build_session(f"airflow-lake {operation}")

@@ -50,6 +50,7 @@ class LakeOperator(BaseOperator):
     template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
     ui_color = "#cde8f6"
     emits_asset: ClassVar[bool] = False
+    in_process_max_bytes: int | None = None  # (operators that can run small inputs without Spark take it)
     operator_extra_links = (LakeTableLink(),)  # the table's Lake page (when under a configured root)
 
     def __init__(self, *, table: str, conn_id: str = DEFAULT_CONN_ID,
@@ -71,7 +72,8 @@ class LakeOperator(BaseOperator):
         """The hook, built on first use (never at DAG parse time: it loads the job registry and the core)."""
         from airflow_lake.hooks.lake import LakeHook
 
-        return LakeHook(self.conn_id, spark_conf=self.spark_conf, python=self.python)
+        return LakeHook(self.conn_id, spark_conf=self.spark_conf, python=self.python,
+                        in_process_max_bytes=self.in_process_max_bytes)
 
     def build_spec(self, context: Context) -> dict[str, Any]:
         """The operation's spec from the rendered fields."""

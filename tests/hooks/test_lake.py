@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
+from airflow_lake.datagen import bdci
 from airflow_lake.exceptions import LakeJobError
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.hooks.submit import LakeSubmitHook
 from airflow_lake.lake import LakeSpecError, LakeTable
 from airflow_lake.lake.commit.transaction import begin
 from airflow_lake.lake.format.instants import ROLLED_BACK, pending
+from tests.lake.upsert.oracle import as_strings, bdci_expected
 from tests.support import FAST_HEARTBEAT, parquet_files_on_disk, table_ids, write_source
 
 pytestmark = pytest.mark.slow
@@ -101,3 +103,30 @@ def test_on_kill_stops_the_job_and_rolls_back_its_instant(spark: Any, table_path
     assert parquet_files_on_disk(table_path) == set()
     assert [i.state for i in table.timeline() if i.request_id == "killed"] == [ROLLED_BACK]
     assert table.snapshot().rows == 0
+
+
+def test_a_small_upsert_of_parquet_files_runs_in_the_task_without_spark(spark: Any, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    submitted: list[str] = []
+    real_submit = LakeSubmitHook.submit
+    monkeypatch.setattr(LakeSubmitHook, "submit", lambda self, *a, **k: (submitted.append("x"),
+                                                                         real_submit(self, *a, **k))[1])
+    paths = bdci.generate(tmp_path / "src", 50, keys=60)
+    table = str(tmp_path / "t")
+    LakeTable.create(table, bdci.table_spec(4))
+    hook = LakeHook()
+    first = hook.submit("versioned_upsert", {"table": table, "source": {"path": str(paths[2])}, "version": 2,
+                                             "request_id": "u-2"})
+    assert submitted == [] and hook._submit_hook is None  # no spark-submit, no JVM
+    assert first["spark"] is False and first["rows"] == 50 and first["already_committed"] is False
+    assert first["versions"] == [2] and first["files_added"] >= 1
+    retry = hook.submit("versioned_upsert", {"table": table, "source": {"path": str(paths[2])}, "version": 2,
+                                             "request_id": "u-2"})
+    assert retry == {**first, "already_committed": True}
+    # the limit at 1 byte: the same kind of upsert goes to spark-submit, and the table merges both
+    on_spark = LakeHook(in_process_max_bytes=1).submit("versioned_upsert", {
+        "table": table, "source": {"path": str(paths[1])}, "version": 1})
+    assert submitted == ["x"] and "spark" not in on_spark and on_spark["rows"] == 50
+    merged = LakeTable.open(table).read(spark).toPandas()
+    expected = bdci_expected(paths, versions=[1, 2])
+    assert as_strings(merged, columns=list(expected.columns[1:])).equals(expected)

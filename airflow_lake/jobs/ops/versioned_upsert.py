@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from airflow_lake.lake.spec.evolution import ADD_COLUMNS, check_schema_evolution
 from airflow_lake.lake.spec.strict import SpecReader
 from airflow_lake.lake.spec.table_spec import Column, TableSpec, stored_spec
 from airflow_lake.lake.table import LakeTable
+from airflow_lake.lake.upsert.arrow_upsert import NeedsSpark, arrow_source, arrow_upsert, unsupported
 from airflow_lake.lake.upsert.physical import value_columns
 from airflow_lake.lake.upsert.upsert import DEFAULT_DELETE_COLUMN, OPERATION, Upserted, result_metrics, versioned_upsert
 from airflow_lake.lake.upsert.versions import parse_version
@@ -96,6 +98,8 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
     query_tables = prune_to_changes(start.query_tables, upstreams)  # tables read in their changed partitions only
     if nothing_changed(upstreams):
         return without_query(table, OPERATION, base, upstreams, request=request, source=spec.source.describe())
+    if spark is None:  # the hook found the source small and plain (`spark_free`): pyarrow here, or NeedsSpark
+        return _execute_without_spark(spec, start)
     column = spec.version_column or (None if spec.version is not None else table_spec.version_column)
     source_spec = table_spec
     if column is not None and not table_spec.has_column(column):  # a version only: read it as a bigint
@@ -120,6 +124,34 @@ def execute(spark: Any, spec: UpsertSpec) -> dict[str, Any]:
             raise
         raise clear from err
     return {"table": table.url, "operation": OPERATION, **result_metrics(upserted)}
+
+
+def _execute_without_spark(spec: UpsertSpec, start: _Start) -> dict[str, Any]:
+    """The upsert of a plain Parquet source with pyarrow in this process (`upsert.arrow_upsert`); raises
+    `NeedsSpark` before anything is written when it has to run on Spark after all."""
+    if spec.source.path is None or spec.schema_evolution == ADD_COLUMNS:
+        raise NeedsSpark("the source is a query, or schema evolution may add columns")
+    # (the size was checked by `spark_free` with the hook's limit; the files are the same)
+    source = arrow_source(spec.source.path, spec.source.format, spec.source.options, max_bytes=sys.maxsize)
+    upserted = arrow_upsert(start.table, source, version=spec.version, version_column=spec.version_column,
+                            replace_version=spec.replace_version, request_id=spec.request_id,
+                            base=start.base, request_fingerprint=start.request.fingerprint)
+    return {"table": start.table.url, "operation": OPERATION, **result_metrics(upserted)}
+
+
+def spark_free(spec: UpsertSpec, max_bytes: int) -> str | None:
+    """Why the upsert needs Spark (None: it can run in the caller's process, `_execute_without_spark`): a `path`
+    source of plain Parquet files of at most `max_bytes`, into a table whose columns and bucketing the pyarrow path
+    writes as Spark does (`arrow_upsert.unsupported`). Reads the table's state and the files' schemas only."""
+    if spec.source.path is None or spec.schema_evolution == ADD_COLUMNS:
+        return "the source is a query, or schema evolution may add columns"
+    try:
+        source = arrow_source(spec.source.path, spec.source.format, spec.source.options, max_bytes=max_bytes)
+    except NeedsSpark as why:
+        return str(why)
+    table_spec = stored_spec(LakeTable.open(spec.table).state().spec)
+    return unsupported(table_spec, source, version=spec.version, version_column=spec.version_column,
+                       delete_column=spec.delete_column)
 
 
 @dataclass(frozen=True)
@@ -164,4 +196,4 @@ def retry_result(spec: UpsertSpec) -> dict[str, Any] | None:
 
 
 register(Operation(OPERATION, parse, execute, summary="upsert by primary key with a version (merge-on-read)",
-                   retry_result=retry_result))
+                   retry_result=retry_result, spark_free=spark_free))

@@ -293,6 +293,18 @@ class Storage:
         tmp = _write_temp(target, data)
         os.replace(tmp, target)
 
+    def put_file(self, rel: str, data: bytes) -> None:
+        """Write a new data file at its final, unique name, in place (a data file is never renamed: a store has no
+        rename; a file cut short by a crash lies in its instant's write directory, which a rollback deletes)."""
+        if not self.local:
+            self._fs.pipe_file(self.path(rel), data)
+            return
+        self._inside(rel, f"a write in the table {self.url}", whole=False)
+        target = self.path(rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "xb") as out:
+            out.write(data)
+
     def write_json(self, rel: str, obj: Any) -> None:
         """Replace a JSON file atomically."""
         self.write_bytes(rel, dumps(obj))

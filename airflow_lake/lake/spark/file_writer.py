@@ -355,7 +355,7 @@ def _check_partitions(written: list[_Written], spec: TableSpec,
         for column, value in item.partition.items():
             check_partition_value(column, value, "source")
             if value is None and not spec.column(column).nullable:
-                raise LakeSchemaError(_not_null_message(column))
+                raise LakeSchemaError(not_null_message(column))
         if allowed_keys is not None and tuple(sorted(item.partition.items())) not in allowed_keys:
             raise LakeSchemaError(
                 f"the source has rows in partition {item.partition}, which is not among the partitions being "
@@ -368,10 +368,10 @@ def _check_not_null(files: list[DataFile], spec: TableSpec) -> None:
         if column.nullable or column.name in spec.partition_columns:
             continue
         if any((stats := f.stats.get(column.physical)) is not None and stats.null_count > 0 for f in files):
-            raise LakeSchemaError(_not_null_message(column.name))
+            raise LakeSchemaError(not_null_message(column.name))
 
 
-def _not_null_message(column: str) -> str:
+def not_null_message(column: str) -> str:
     return (f"column {column!r} is NOT NULL in the table, but the source has nulls in it; nothing was "
             "committed. Fix: filter or fill the nulls in the source.")
 
@@ -410,18 +410,27 @@ def _partition_check_sql(name: str) -> str:
     room = MAX_SEGMENT_BYTES - len(name) - 1  # bytes left for the value after `name=`
     escaped = f"(length({col}) - length(regexp_replace({col}, {_sql_text(_ESCAPED_CLASS)}, '')))"
     segment = f"{len(name) + 1} + octet_length({col}) + 2 * {escaped}"
-    empty = (f"{DATA_ERROR}: partition column {name!r} has an empty string value, which Spark would "
-             "write as NULL; nothing was committed. Fix: map empty strings to a value or to NULL in "
-             "the source.")
-    too_long = (f"{DATA_ERROR}: partition column {name!r} has a value too long for a directory name "
-                f"(`{name}=<value>` must fit in {MAX_SEGMENT_BYTES} bytes once escaped); nothing was "
-                "committed. Fix: shorten the values (e.g. a hash or a prefix) or partition by another column.")
+    empty = f"{DATA_ERROR}: {empty_partition_message(name)}"
+    too_long = f"{DATA_ERROR}: {too_long_message(name)}"
     null_name = f"{DATA_ERROR}: {null_name_problem(name)}"
     return (f"CASE WHEN {col} = '' THEN raise_error({_sql_text(empty)}) "
             f"WHEN {col} = {_sql_text(NULL_PARTITION)} THEN raise_error({_sql_text(null_name)}) "
             f"WHEN octet_length({col}) <= {room // 3} THEN {col} "  # fits, whatever it escapes
             f"WHEN {segment} > {MAX_SEGMENT_BYTES} THEN raise_error({_sql_text(too_long)}) "
             f"ELSE {col} END")
+
+
+def empty_partition_message(name: str) -> str:
+    """Why an empty string is refused as a value of partition column `name`, and the fix."""
+    return (f"partition column {name!r} has an empty string value, which Spark would write as NULL; nothing was "
+            "committed. Fix: map empty strings to a value or to NULL in the source.")
+
+
+def too_long_message(name: str) -> str:
+    """Why a value of partition column `name` too long for a directory name is refused, and the fix."""
+    return (f"partition column {name!r} has a value too long for a directory name (`{name}=<value>` must fit in "
+            f"{MAX_SEGMENT_BYTES} bytes once escaped); nothing was committed. Fix: shorten the values (e.g. a hash "
+            "or a prefix) or partition by another column.")
 
 
 def _sql_text(text: str) -> str:

@@ -43,6 +43,8 @@ from airflow_lake.lake.upsert.physical import delta_rows, physical_spec, value_c
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from airflow_lake.lake.commit.transaction import Transaction
+    from airflow_lake.lake.format.data_files import DataFile
     from airflow_lake.lake.format.table_metadata import TableMetadata
 
 log = logging.getLogger(__name__)
@@ -130,7 +132,7 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
         deleted = None if marker is None else sql_text.ident(MARK)
         files = write_dataframe(delta_rows(observed, spec, present, version_expr, deleted), table.storage,
                                 physical_spec(spec), txn.instant, metrics=written, bucket_shuffle=shuffle,
-                                plain_columns=_plain_keys(spec), sized_tasks=True)
+                                plain_columns=plain_keys(spec), sized_tasks=True)
         facts = observation.get
         if int(facts["null_versions"]):
             raise LakeSchemaError(f"{facts['null_versions']} row(s) have no version (NULL in {column!r}); nothing "
@@ -142,7 +144,7 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
         if fixed is not None and not versions:
             versions = [fixed]
         fingerprint = versions_module.fingerprint(facts)
-        removed, prior = _resolve_clash(table, txn.base, versions, present, fingerprint=fingerprint,
+        removed, prior = resolve_clash(table, txn.base, versions, present, fingerprint=fingerprint,
                                         replace=replace_version)
         if prior is not None and CONSUMED in (metadata or {}):
             log.info("upsert of version(s) %s is the same as instant %s: only the consumed positions are committed",
@@ -154,21 +156,32 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
             log.info("upsert of version(s) %s is the same as instant %s: nothing written", versions,
                      prior.instant)
             return Upserted(prior, True)
-        written.update({"rows": int(facts["rows"]), "versions": versions, "version_count": len(versions),
-                        "min_version": min(versions, default=None), "max_version": max(versions, default=None),
-                        "replaced_files": len(removed)})
-        marked = {} if marker is None else {"deletes": int(facts["deletes"])}
-        written.update({"delete_rows": int(facts["deletes"])} if marker else {})
-        entry = txn.commit(added=files, removed=removed, metrics=written, versions=versions, table_reads=own_reads,
-                           reads=checked, metadata={"versions": versions, "fingerprint": fingerprint,
-                                                    "columns": present, **marked, **spec_change})
-        return Upserted(entry, False)
+        return commit_upsert(txn, files, removed, written, rows=int(facts["rows"]), versions=versions,
+                             fingerprint=fingerprint, present=present, table_reads=own_reads, reads=checked,
+                             deletes=None if marker is None else int(facts["deletes"]), spec_change=spec_change)
     except BaseException:
         txn.abort()
         raise
 
 
-def _plain_keys(spec: TableSpec) -> list[str]:
+def commit_upsert(txn: Transaction, files: list[DataFile], removed: list[str], metrics: dict[str, Any], *, rows: int,
+                  versions: list[int], fingerprint: str, present: list[str], table_reads: tuple[TableRead, ...] = (),
+                  reads: list[str] | None = None, deletes: int | None = None,
+                  spec_change: Mapping[str, Any] | None = None) -> Upserted:
+    """Commit an upsert's written `files` (replacing `removed`) with its versions, fingerprint and metrics."""
+    metrics.update({"rows": rows, "versions": versions, "version_count": len(versions),
+                    "min_version": min(versions, default=None), "max_version": max(versions, default=None),
+                    "replaced_files": len(removed)})
+    metrics.update({} if deletes is None else {"delete_rows": deletes})
+    entry = txn.commit(added=files, removed=removed, metrics=metrics, versions=versions, table_reads=table_reads,
+                       reads=reads or [], metadata={"versions": versions, "fingerprint": fingerprint,
+                                                    "columns": present,
+                                                    **({} if deletes is None else {"deletes": deletes}),
+                                                    **(spec_change or {})})
+    return Upserted(entry, False)
+
+
+def plain_keys(spec: TableSpec) -> list[str]:
     """The key columns an upsert's files hold without a Parquet dictionary: an upsert sets a key about once, so
     a dictionary of them is the keys again, built at a cost (`file_writer.plain_options`). Partition columns
     live in directory names."""
@@ -282,7 +295,7 @@ def _conform(df: DataFrame, spec: TableSpec, version_column: str | None, fixed: 
     return present, conformed, sql_text.whole(fixed) if fixed is not None else sql_text.ident(VERSION_ALIAS)
 
 
-def _resolve_clash(table: TableMetadata, base: TableState, versions: list[int], present: list[str], *,
+def resolve_clash(table: TableMetadata, base: TableState, versions: list[int], present: list[str], *,
                    fingerprint: str, replace: bool) -> tuple[list[str], LogEntry | None]:
     """(files to remove, an identical earlier upsert) for an upsert of `versions` (see `versions.py`), as of
     the transaction's `base`: an upsert of one of them committed after it is a conflict at commit, and the
