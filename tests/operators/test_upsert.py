@@ -39,6 +39,13 @@ def test_the_upsert_operator_builds_its_spec() -> None:
         VersionedUpsertOperator(task_id="x", table="/lake/t", version=1)
     with pytest.raises(ValueError, match="version or version_column"):
         VersionedUpsertOperator(task_id="y", table="/lake/t", source_path="/in", version=1, version_column="v")
+    assert op.hook.in_process_max_bytes == 64 << 20  # small Parquet sources: in the task, without Spark
+    assert VersionedUpsertOperator(task_id="s", table="/t", source_path="/in", version=1,
+                                   in_process_max_bytes=0).hook.in_process_max_bytes == 0  # always on Spark
+    for bad in (-1, True, "64"):
+        with pytest.raises(ValueError, match="in_process_max_bytes"):
+            VersionedUpsertOperator(task_id="b", table="/t", source_path="/in", version=1,
+                                    in_process_max_bytes=bad)  # type: ignore[arg-type]
     assert CompactUpsertsOperator(task_id="k", table="/t").build_spec({}) == {}  # type: ignore[arg-type]
     assert CompactUpsertsOperator(task_id="k", table="/t", partitions=[{"dt": "d"}]).build_spec(  # type: ignore[arg-type]
         {}) == {"partitions": [{"dt": "d"}]}
