@@ -17,7 +17,7 @@ import pytest
 from airflow_lake.lake.format import spark_hash
 from airflow_lake.lake.format.pyarrow_read import arrow_type
 
-HALF = 80  # rows of edge values (every string byte length 0..70 among them); then the same values with NULLs
+HALF = 90  # rows of edge values (all string byte lengths 0..70, and longer); then the same values with NULLs
 _I64 = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -92,11 +92,11 @@ def _edges(rng: random.Random) -> dict[str, list[Any]]:
             lambda: Decimal(rng.randint(-(10**18) + 1, 10**18 - 1)).scaleb(-4),
         ),
         "string": (
-            ["", "a", "é", "€", "😀", "Straße 東京"] + [_text(rng, n) for n in range(71)],
+            ["", "a", "é", "€", "😀", "Straße 東京"] + [_text(rng, n) for n in (*range(71), 96, 131, 200, 257)],
             lambda: _text(rng, rng.randint(0, 40)),
         ),
         "binary": (
-            [b"", b"\x80", b"\xff\xfe", bytes(range(256))[:70]] + [rng.randbytes(n) for n in range(71)],
+            [b"", b"\x80", b"\xff\xfe", bytes(range(256))] + [rng.randbytes(n) for n in (*range(71), 96, 131, 200)],
             lambda: rng.randbytes(rng.randint(0, 40)),
         ),
     }
