@@ -56,6 +56,8 @@ SUPPORTED: frozenset[str] = frozenset(
 _U32 = np.uint32
 _U64 = np.uint64
 _Array: TypeAlias = pa.Array | pa.ChunkedArray
+# Rows hashed at once: a block's temporaries stay in the CPU's cache (all 100k rows at once ran ~1.3x slower)
+_BLOCK = 16_384
 _FLOAT_NAN_BITS = 0x7FC00000  # Java's Float.floatToIntBits(NaN)
 _DOUBLE_NAN_BITS = 0x7FF8000000000000  # Java's Double.doubleToLongBits(NaN)
 
@@ -299,13 +301,18 @@ class _Murmur3:
         """`hashUnsafeBytes` of `rows` (longest first) with their seeds: each 4-byte word position in one step
         over the rows that have it (a prefix), then the 0-3 tail bytes by their count."""
         starts, lengths = source.starts[rows], source.lengths[rows]
-        h1 = seed.copy()
+        h1 = seed
         words = lengths >> 2
         for at, count in enumerate(_prefixes(words, int(words[0]) if len(words) else 0).tolist()):
-            h1[:count] = cls.mix_h1(h1[:count], cls.mix_k1(source.u32[starts[:count] + 4 * at]))
+            if count == len(rows):  # every row: no copy back
+                h1 = cls.mix_h1(h1, cls.mix_k1(source.u32[starts + 4 * at]))
+            else:  # a prefix, in place (in our own array, not the caller's seeds)
+                h1 = h1.copy() if h1 is seed else h1
+                h1[:count] = cls.mix_h1(h1[:count], cls.mix_k1(source.u32[starts[:count] + 4 * at]))
         tail_starts = starts + 4 * words
         for tail, part in _groups(lengths & 3):  # Spark's legacy tail: one signed byte at a time
             if tail:
+                h1 = h1.copy() if h1 is seed else h1
                 at, h = tail_starts[part], h1[part]
                 for i in range(tail):
                     h = cls.mix_h1(h, cls.mix_k1(source.u8[at + i].view(np.int8).astype(np.int32).view(_U32)))
@@ -375,10 +382,14 @@ class _XxHash64:
             v1, v2, v3, v4 = s + cls.P1 + cls.P2, s + cls.P2, s.copy(), s - cls.P1
             for at, count in enumerate(_prefixes(stripes[:striped], int(stripes[0])).tolist()):
                 base = starts[:count] + 32 * at
-                v1[:count] = cls._round(v1[:count], source.u64[base])
-                v2[:count] = cls._round(v2[:count], source.u64[base + 8])
-                v3[:count] = cls._round(v3[:count], source.u64[base + 16])
-                v4[:count] = cls._round(v4[:count], source.u64[base + 24])
+                if count < striped:
+                    v1[:count] = cls._round(v1[:count], source.u64[base])
+                    v2[:count] = cls._round(v2[:count], source.u64[base + 8])
+                    v3[:count] = cls._round(v3[:count], source.u64[base + 16])
+                    v4[:count] = cls._round(v4[:count], source.u64[base + 24])
+                else:  # every striped row: no copy back
+                    v1, v2 = cls._round(v1, source.u64[base]), cls._round(v2, source.u64[base + 8])
+                    v3, v4 = cls._round(v3, source.u64[base + 16]), cls._round(v4, source.u64[base + 24])
             merged = _rotl64(v1, 1) + _rotl64(v2, 7) + _rotl64(v3, 12) + _rotl64(v4, 18)
             for v in (v1, v2, v3, v4):
                 merged = (merged ^ cls._mix(v)) * cls.P1 + cls.P4
@@ -403,8 +414,9 @@ def _chain(hashes: np.ndarray, array: pa.Array, kind: str, fn: _Hash) -> None:
     if kind in _BYTES_TYPES:
         source = _Bytes(array)
         rows = source.longest_first(valid)
-        if len(rows):
-            hashes[rows] = fn.hash_bytes(source, rows, hashes[rows])
+        for at in range(0, len(rows), _BLOCK):  # each block is longest first too
+            block = rows[at : at + _BLOCK]
+            hashes[block] = fn.hash_bytes(source, block, hashes[block])
         return
     hash_of: Callable[[np.ndarray, np.ndarray], np.ndarray]
     if kind in _INT_TYPES:

@@ -220,6 +220,21 @@ def test_arrays_in_other_layouts_hash_the_same(table: pa.Table, spark_hashes: di
     assert spark_hash.xxhash64([nanos], ["timestamp_ntz"]).tolist() == [expected[i] for i in rows]
 
 
+def test_strings_hashed_in_blocks_hash_the_same(
+    table: pa.Table, spark_hashes: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows are hashed in cache-sized blocks (16k); blocks of 7 rows here, so block edges fall everywhere."""
+    monkeypatch.setattr(spark_hash, "_BLOCK", 7)
+    for label, types in (
+        ("c_string", ["string"]),
+        ("c_binary", ["binary"]),
+        ("c_string+c_binary", ["string", "binary"]),
+    ):
+        columns = [table.column(c) for c in label.split("+")]
+        assert spark_hash.murmur3(columns, types).tolist() == spark_hashes[f"m:{label}"], label
+        assert spark_hash.xxhash64(columns, types).tolist() == spark_hashes[f"x:{label}"], label
+
+
 def test_null_rows_keep_the_seed(spark: Any) -> None:
     nulls = pa.array([None, None], pa.int32())
     names = pa.array([None, "x"], pa.string())
