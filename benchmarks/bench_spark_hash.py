@@ -6,7 +6,8 @@ columns, `airflow_lake.datagen.bdci`, plus the version as a bigint: 9 columns):
 - bucket ids: `bucket_ids([uuid], 16)` — Spark's `pmod(hash(uuid), 16)`, the bucket its bucketed write picks;
 - the upsert fingerprint: `xxhash64` of the 9 columns, summed and XORed as `upsert.versions.fingerprint_aggregates`
   does — Spark's `DataFrame.agg` of those aggregates;
-- a mixed shape too (uuid, ints, bigints, doubles, short names, a date, a decimal; 9 columns): both hashes.
+- a mixed shape too (uuid, ints, bigints, doubles, short names, a date, a decimal; 9 columns): both hashes;
+- a payload shape: `--rows` / 10 rows of a uuid, a text of 0-2,000 bytes (every length its own) and the version.
 
 First every row's hashes are checked equal to Spark's (`hash`, `xxhash64`, `pmod`, the fingerprint text); then
 ours and Spark's (a warm local[2] session over the same Parquet file) alternate for `--rounds` rounds. Ours is
@@ -36,6 +37,7 @@ from airflow_lake.lake.upsert import versions
 VERSION = 7
 BUCKETS = 16
 BDCI_TYPES = ["string", "string", "string", "bigint", "string", "string", "string", "string", "bigint"]
+PAYLOAD_TYPES = ["string", "string", "bigint"]
 MIXED_TYPES = ["string", "int", "bigint", "double", "double", "string", "string", "date", "decimal(12,2)"]
 
 
@@ -69,6 +71,18 @@ def mixed_table(rows: int) -> pa.Table:
             "amount": decimals(rng.integers(-(10**11), 10**11, rows), pa.decimal128(12, 2)),
         }
     )
+
+
+def payload_table(rows: int) -> pa.Table:
+    """uuid key and a text payload of 0-2,000 bytes (JSON-like, every length its own), a tenth of `rows`."""
+    rng = np.random.default_rng(38)
+    rows = max(1, rows // 10)
+    lengths = rng.integers(0, 2000, rows)
+    blob = rng.integers(32, 127, int(lengths.sum()), dtype=np.uint8).tobytes()
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    text = pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(blob)])
+    version = pa.array(np.full(rows, VERSION), pa.int64())
+    return pa.table({"uuid": bdci.batch(3, rows, 2 * rows).column("uuid"), "payload": text, "version": version})
 
 
 def decimals(unscaled: np.ndarray, type_: pa.DataType) -> pa.Array:
@@ -117,7 +131,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     info = machine_info()
     progress(f"load at start: {info['load_average']}")
-    shapes = {"bdci": (bdci_table(args.rows), BDCI_TYPES), "mixed": (mixed_table(args.rows), MIXED_TYPES)}
+    shapes = {
+        "bdci": (bdci_table(args.rows), BDCI_TYPES),
+        "mixed": (mixed_table(args.rows), MIXED_TYPES),
+        "payload": (payload_table(args.rows), PAYLOAD_TYPES),
+    }
     results: dict[str, Any] = {"machine": info, "rows": args.rows, "rounds": args.rounds, "cases": {}}
     with scratch_dir("bench-spark-hash-") as tmp:
         spark = local_spark("bench-spark-hash", {"spark.sql.shuffle.partitions": "2"}, tmp / "warehouse")
@@ -132,17 +150,17 @@ def main(argv: list[str] | None = None) -> None:
                 names = [f"`{c}`" for c in table.column_names]
                 frame = spark.read.parquet(str(path))
                 aggregates = versions.fingerprint_aggregates(table.column_names[:-1], names[-1])
-                cases[f"{shape}: bucket ids of the key"] = (
+                cases[f"{shape} {table.num_rows // 1000}k: bucket ids of the key"] = (
                     lambda c=columns, t=types: np.bincount(spark_hash.bucket_ids(c[:1], t[:1], BUCKETS), None, BUCKETS),
                     lambda f=frame, n=names: (
                         f.selectExpr(f"pmod(hash({n[0]}), {BUCKETS}) AS b").groupBy("b").count().collect()
                     ),
                 )
-                cases[f"{shape}: fingerprint (xxhash64 of {len(types)} columns)"] = (
+                cases[f"{shape} {table.num_rows // 1000}k: fingerprint (xxhash64 of {len(types)} columns)"] = (
                     lambda c=columns, t=types: fingerprint_of(spark_hash.xxhash64(c, t)),
                     lambda f=frame, a=aggregates: f.agg(*a).collect(),
                 )
-                cases[f"{shape}: hash of {len(types)} columns"] = (
+                cases[f"{shape} {table.num_rows // 1000}k: hash of {len(types)} columns"] = (
                     lambda c=columns, t=types: spark_hash.murmur3(c, t),
                     lambda f=frame, n=names: f.selectExpr(f"sum(hash({', '.join(n)}))").collect(),
                 )
@@ -166,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
         table_rows.append([case, ours_s * 1000, spark_s * 1000, ratio(ours_s, spark_s)])
     results["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     print(
-        f"{args.rows:,} rows, median of {args.rounds} rounds (alternating); load {info['load_average']} -> "
+        f"--rows {args.rows:,}, median of {args.rounds} rounds (alternating); load {info['load_average']} -> "
         f"{results['load_average_end']}"
     )
     print_table(["case", "numpy ms", "Spark ms", "ratio"], table_rows)

@@ -17,7 +17,7 @@ import pytest
 from airflow_lake.lake.format import spark_hash
 from airflow_lake.lake.format.pyarrow_read import arrow_type
 
-HALF = 80  # rows of edge values (every string byte length 0..70 among them); then the same values with NULLs
+HALF = 90  # rows of edge values (all string byte lengths 0..70, and longer); then the same values with NULLs
 _I64 = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -92,11 +92,11 @@ def _edges(rng: random.Random) -> dict[str, list[Any]]:
             lambda: Decimal(rng.randint(-(10**18) + 1, 10**18 - 1)).scaleb(-4),
         ),
         "string": (
-            ["", "a", "é", "€", "😀", "Straße 東京"] + [_text(rng, n) for n in range(71)],
+            ["", "a", "é", "€", "😀", "Straße 東京"] + [_text(rng, n) for n in (*range(71), 96, 131, 200, 257)],
             lambda: _text(rng, rng.randint(0, 40)),
         ),
         "binary": (
-            [b"", b"\x80", b"\xff\xfe", bytes(range(256))[:70]] + [rng.randbytes(n) for n in range(71)],
+            [b"", b"\x80", b"\xff\xfe", bytes(range(256))] + [rng.randbytes(n) for n in (*range(71), 96, 131, 200)],
             lambda: rng.randbytes(rng.randint(0, 40)),
         ),
     }
@@ -218,6 +218,21 @@ def test_arrays_in_other_layouts_hash_the_same(table: pa.Table, spark_hashes: di
     nanos = pa.array([micros.cast(pa.int64())[i].as_py() * 1000 for i in rows], pa.int64()).view(pa.timestamp("ns"))
     expected = spark_hashes["x:c_timestamp_ntz"]
     assert spark_hash.xxhash64([nanos], ["timestamp_ntz"]).tolist() == [expected[i] for i in rows]
+
+
+def test_strings_hashed_in_blocks_hash_the_same(
+    table: pa.Table, spark_hashes: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows are hashed in cache-sized blocks (16k); blocks of 7 rows here, so block edges fall everywhere."""
+    monkeypatch.setattr(spark_hash, "_BLOCK", 7)
+    for label, types in (
+        ("c_string", ["string"]),
+        ("c_binary", ["binary"]),
+        ("c_string+c_binary", ["string", "binary"]),
+    ):
+        columns = [table.column(c) for c in label.split("+")]
+        assert spark_hash.murmur3(columns, types).tolist() == spark_hashes[f"m:{label}"], label
+        assert spark_hash.xxhash64(columns, types).tolist() == spark_hashes[f"x:{label}"], label
 
 
 def test_null_rows_keep_the_seed(spark: Any) -> None:
