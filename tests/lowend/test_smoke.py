@@ -1,9 +1,9 @@
 """The low-end smoke: what a user of the oldest Airflow and PySpark we support meets first. `.ci/lowend` runs it in
 a venv of the lowest supported versions (constraints-lowend.txt); it passes on the pinned set (constraints.txt)
 too. The example DAGs parse and serialize; one DAG run by `airflow dags test` creates two tables, writes through
-spark-submit, upserts twice out of order and clusters over Spark Connect, with a deferrable sensor in between
-whose trigger waits for a commit this test makes while the run is deferred, and a schedule step without a plan
-that skips its downstream task."""
+spark-submit, upserts twice out of order (over Spark Connect, and in the task with pyarrow, without Spark) and
+clusters over Spark Connect, with a deferrable sensor in between whose trigger waits for a commit this test makes
+while the run is deferred, and a schedule step without a plan that skips its downstream task."""
 
 from __future__ import annotations
 
@@ -47,9 +47,9 @@ with DAG("{dag_id}", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz=
                                            bucket={{"columns": ["id"], "count": 4}})
     write = LakeWriteOperator(task_id="write", table=EVENTS, source_path=LANDING + "/events.parquet")  # spark-submit
     newer = VersionedUpsertOperator(task_id="upsert_newer", table=USERS, source_path=LANDING + "/users_v2.parquet",
-                                    version=2, conn_id=CONNECT)
+                                    version=2, conn_id=CONNECT, in_process_max_bytes=0)  # on Spark, over Connect
     older = VersionedUpsertOperator(task_id="upsert_older", table=USERS, source_path=LANDING + "/users_v1.parquet",
-                                    version=1, conn_id=CONNECT)
+                                    version=1, conn_id=CONNECT)  # small Parquet: in the task, without Spark
     wait = CommitCountSensor(task_id="wait", table=EVENTS, min_commits=2, since="start", deferrable=True,
                              poke_interval=1, timeout=600)
     plan = ScheduleClusteringOperator(task_id="plan", table=EVENTS, min_commits=2, layout="ZORDER",
@@ -144,6 +144,7 @@ def test_write_upsert_sensor_and_clustering_in_airflow_dags_test(tmp_path: Path,
     assert code == 0, text[-6000:]
     assert f"Submitting write on {events}" in text, text[-6000:]  # the provider's SparkSubmitHook
     assert f"Running versioned_upsert on {users} over Spark Connect" in text, text[-6000:]  # its SparkConnectHook
+    assert f"Running versioned_upsert on {users} in-process, without Spark" in text, text[-6000:]  # the older batch
     with sqlite3.connect(tmp_path / "airflow" / "airflow.db") as db:  # the run's task states, as Airflow stored them
         states = dict(db.execute("SELECT task_id, state FROM task_instance WHERE dag_id = ?", (DAG_ID,)))
     assert states == {**{t: "success" for t in ("create_events", "create_users", "write", "upsert_newer",
