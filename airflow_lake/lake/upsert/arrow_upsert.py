@@ -264,9 +264,11 @@ def _check_rows(rows: pa.Table, spec: TableSpec, versions: np.ndarray, column: s
 
     from airflow_lake.lake.spark.file_writer import not_null_message
 
-    for name in spec.primary_key:
-        if name not in spec.partition_columns and rows.column(name).null_count:
-            raise LakeSchemaError(not_null_message(name))
+    for col in spec.columns:  # NOT NULL columns (the key's always): NULL in the source, or absent from it
+        if col.nullable or col.name in spec.partition_columns:
+            continue
+        if col.name not in rows.column_names or rows.column(col.name).null_count:
+            raise LakeSchemaError(not_null_message(col.name))
     for name in spec.partition_columns:
         values = rows.column(name)
         if values.null_count and not spec.column(name).nullable:
