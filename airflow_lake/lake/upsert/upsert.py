@@ -133,7 +133,7 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
         files = write_dataframe(delta_rows(observed, spec, present, version_expr, deleted), table.storage,
                                 physical_spec(spec), txn.instant, metrics=written, bucket_shuffle=shuffle,
                                 plain_columns=plain_keys(spec), sized_tasks=True)
-        facts = observation.get
+        facts = _observed(observation, files)
         if int(facts["null_versions"]):
             raise LakeSchemaError(f"{facts['null_versions']} row(s) have no version (NULL in {column!r}); nothing "
                                   "was committed. Fix: fill the version column, or give `version`.")
@@ -162,6 +162,23 @@ def versioned_upsert(table: TableMetadata, df: DataFrame, *, version: Any = None
     except BaseException:
         txn.abort()
         raise
+
+
+# What an empty source's upsert observes: no rows, so nothing summed (`fingerprint_aggregates` of no rows)
+_EMPTY_FACTS = {"rows": 0, "null_versions": 0, "versions": [], "low": 0, "high": 0, "xor": 0, "deletes": 0}
+
+
+def _observed(observation: Any, files: list[DataFile]) -> Mapping[str, Any]:
+    """The facts `observation` collected while the rows were written. A source with no rows at all (no partition,
+    so no task ran) reports none: Spark's `Observation.get` then fails inside PySpark on its empty row, and the
+    facts are those of no rows (nothing was written)."""
+    try:
+        facts: Mapping[str, Any] = observation.get
+    except Exception:
+        if files:
+            raise
+        return _EMPTY_FACTS
+    return facts or _EMPTY_FACTS
 
 
 def commit_upsert(txn: Transaction, files: list[DataFile], removed: list[str], metrics: dict[str, Any], *, rows: int,
