@@ -108,7 +108,10 @@ def arrow_source(path: str, fmt: str = "parquet", options: Mapping[str, str] | N
     size = sum(os.path.getsize(f) for f in files)
     if size > max_bytes:
         raise NeedsSpark(f"the source has {size} bytes, more than {max_bytes}")
-    schemas = [pq.read_schema(f) for f in files]
+    try:
+        schemas = [pq.read_schema(f) for f in files]
+    except (OSError, ValueError) as err:  # (pyarrow's ArrowInvalid is a ValueError) Spark's path names the file
+        raise NeedsSpark(f"a source file is not readable Parquet ({err})") from err
     if any(not s.equals(schemas[0]) for s in schemas[1:]):
         raise NeedsSpark("the source files differ in schema")
     names = [n.lower() for n in schemas[0].names]

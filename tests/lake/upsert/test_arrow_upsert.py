@@ -148,6 +148,10 @@ def test_what_needs_spark_is_left_to_spark_and_bad_rows_are_refused_alike(spark:
         arrow_source(str(good), "csv", max_bytes=LIMIT)
     with pytest.raises(NeedsSpark, match="wildcards"):
         arrow_source(str(tmp_path / "*.parquet"), max_bytes=LIMIT)
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "notes.txt").write_text("not parquet")
+    with pytest.raises(NeedsSpark, match="not readable Parquet"):
+        arrow_source(str(tmp_path / "text"), max_bytes=LIMIT)
     (tmp_path / "nested" / "k=1").mkdir(parents=True)
     with pytest.raises(NeedsSpark, match="subdirectory"):
         arrow_source(str(tmp_path / "nested"), max_bytes=LIMIT)
