@@ -5,6 +5,10 @@ runs each operation as one spark-submit of the job runner; a `spark_connect` con
 runs it in the task's own process on a remote session of a warm Spark Connect server. Both paths take the
 result and the failure from the job itself (`airflow_lake.jobs.protocol`), so specs, metrics, request ids,
 retries and error messages are the same.
+
+What needs no Spark runs in the task's own process instead, whatever the connection: metadata-only operations, a
+committed request's retry, and an upsert of small Parquet files (`in_process_max_bytes`; pyarrow writes the files
+Spark would, `lake.upsert.arrow_upsert`).
 """
 
 from __future__ import annotations
@@ -122,7 +126,8 @@ class LakeHook(BaseHook):
         )
 
     def submit(self, operation: str, spec: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate `spec`, run `operation` on Spark, return its metrics (those stored in its instant).
+        """Validate `spec`, run `operation` (on Spark, or in this process when it needs none), return its metrics
+        (those stored in its instant).
 
         Raises ValueError (LakeSpecError) for a bad spec before anything runs, LakeJobConflict for a
         retryable commit conflict and LakeJobError with the tail of the Spark output otherwise.
