@@ -236,7 +236,7 @@ def arrow_upsert(table: TableMetadata, source: ArrowSource, *, version: Any = No
 def _conform(source: ArrowSource, spec: TableSpec, column: str | None, fixed: int | None
              ) -> tuple[pa.Table, list[str], np.ndarray]:
     """The source's rows with the table's column names and types (the key, partition and present value columns),
-    the value columns present, and each row's version (int64; from `column`, NULL as a masked -1)."""
+    the value columns present, and each row's version (int64, from `column` or `fixed`; a NULL one is refused)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
