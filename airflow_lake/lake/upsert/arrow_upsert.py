@@ -222,7 +222,7 @@ def arrow_upsert(table: TableMetadata, source: ArrowSource, *, version: Any = No
                              f"{versions} with the same data); nothing to write")
             log.info("upsert of version(s) %s is the same as instant %s: nothing written", versions, prior.instant)
             return Upserted(prior, True)
-        physical = _physical_rows(rows, spec, present, versions_array, source)
+        physical = _physical_rows(rows, spec, present, versions_array)
         files = arrow_writer.write_arrow(physical, table.storage, physical_spec(spec), txn.instant,
                                          plain_columns=plain_keys(spec))
         written: dict[str, Any] = {**(metrics or {}), "query_exchanges": 0, "write_exchanges": 0, "spark": False}
@@ -235,20 +235,25 @@ def arrow_upsert(table: TableMetadata, source: ArrowSource, *, version: Any = No
 
 def _conform(source: ArrowSource, spec: TableSpec, column: str | None, fixed: int | None
              ) -> tuple[pa.Table, list[str], np.ndarray]:
-    """The source's rows with the table's column names and types (the key, partition and present value columns),
-    the value columns present, and each row's version (int64, from `column` or `fixed`; a NULL one is refused)."""
+    """The source's rows with the table's column names and types (the key, partition and present value columns,
+    and each row's order within the upsert as `__lake_seq`), the value columns present, and each row's version
+    (int64, from `column` or `fixed`; a NULL one is refused)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     # (`ParquetFile.read`, not `read_table`: that loads pyarrow.dataset and pandas, ~0.9 s in a fresh task)
-    read = pa.concat_tables([pq.ParquetFile(f).read() for f in source.files]).combine_chunks()
+    pieces = [pq.ParquetFile(f).read() for f in source.files]
+    read = pa.concat_tables(pieces).combine_chunks()
     by_lower = {name.lower(): name for name in read.column_names}
     present = [c for c in value_columns(spec) if c.lower() in by_lower]
     keys = [*spec.primary_key, *[c for c in spec.partition_columns if c not in spec.primary_key]]
     names = [c for c in spec.column_names if c in keys or c in present]
     arrays = [read.column(by_lower[c.lower()]).cast(arrow_type(spec.column(c).type)) for c in names]
-    rows = pa.table(arrays, names=names)
+    # the row's order within the upsert: Spark's monotonically_increasing_id with one task per file
+    seq = np.concatenate([(np.int64(i) << np.int64(33)) + np.arange(piece.num_rows, dtype=np.int64)
+                          for i, piece in enumerate(pieces)])
+    rows = pa.table([*arrays, pa.array(seq, pa.int64())], names=[*names, SEQ])
     if fixed is not None:
         return rows, present, np.full(rows.num_rows, fixed, dtype=np.int64)
     assert column is not None
@@ -304,11 +309,9 @@ def _fingerprint(rows: pa.Table, spec: TableSpec, columns: Sequence[str], versio
     return versions_module.fingerprint({"rows": rows.num_rows, "low": low, "high": high, "xor": xor})
 
 
-def _physical_rows(rows: pa.Table, spec: TableSpec, present: Sequence[str], versions: np.ndarray,
-                   source: ArrowSource) -> pa.Table:
+def _physical_rows(rows: pa.Table, spec: TableSpec, present: Sequence[str], versions: np.ndarray) -> pa.Table:
     """The rows as the files hold them (`physical.delta_rows` without deletes): every table column (absent value
     columns NULL), each value column's stamps, the row's order within the upsert and its version."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -335,15 +338,8 @@ def _physical_rows(rows: pa.Table, spec: TableSpec, present: Sequence[str], vers
         if op.qualified:
             stamps[qualified_of(name)] = _qualifies(value, spec.null_values.get(name, ())) if given else \
                 pa.nulls(count, pa.bool_())
-    # the row's order within the upsert: Spark's monotonically_increasing_id with one task per file
-    sizes = [0]
-    import pyarrow.parquet as pq
-
-    sizes += [pq.read_metadata(f).num_rows for f in source.files]
-    seq = np.concatenate([(np.int64(i) << np.int64(33)) + np.arange(n, dtype=np.int64)
-                          for i, n in enumerate(sizes[1:])]) if count else np.zeros(0, np.int64)
     out.update(stamps)
-    out[SEQ] = pa.array(seq, pa.int64())
+    out[SEQ] = rows.column(SEQ)  # (`_conform`)
     out[NEWEST] = version
     out[OLDEST] = version
     out[DELETED] = no_version
