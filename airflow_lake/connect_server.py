@@ -18,6 +18,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from airflow_lake.jvm import curve_jar
+
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
 
@@ -96,7 +98,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Replace this process with the server (so its PID is the server's, for whoever stops it)."""
-    command = server_command(args.port, args.host, args.master, args.conf, args.jars)
+    ours = curve_jar()  # clustering's curve words in the JVM (else in Python workers)
+    jars = ",".join(j for j in (args.jars, str(ours) if ours else "") if j)
+    command = server_command(args.port, args.host, args.master, args.conf, jars)
     print(f"airflow-lake: Spark Connect server on sc://{args.host}:{args.port} (master {args.master})", flush=True)
     if getattr(args, "warm_up", False):  # (the server keeps this process's pid: execve)
         start_warm_up(f"sc://{client_host(args.host)}:{args.port}", os.getpid())

@@ -109,6 +109,14 @@ def local_spark(app_name: str, conf: Mapping[str, str], warehouse: Path) -> Spar
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config("spark.driver.memory", "4g")
     )
+    conf = dict(conf)
+    try:
+        from airflow_lake import jvm
+        ours = jvm.curve_jar()  # our JVM code, as a job's session has it (jobs/session.py; the hook: --jars)
+    except ImportError:  # (a peer's own environment)
+        ours = None
+    if ours is not None:
+        conf["spark.jars"] = ",".join(j for j in (conf.get("spark.jars", ""), str(ours)) if j)
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

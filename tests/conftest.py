@@ -98,6 +98,8 @@ def spark() -> Iterator[object]:
     """One local[2] SparkSession for the whole run."""
     from pyspark.sql import SparkSession
 
+    from airflow_lake.jvm import curve_jar
+
     tool_options = os.environ.pop("JAVA_TOOL_OPTIONS", None) \
         if os.environ.get("JAVA_TOOL_OPTIONS", "").startswith(SHORT_JVM) else None
     session = (
@@ -107,6 +109,7 @@ def spark() -> Iterator[object]:
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
+        .config("spark.jars", str(curve_jar() or ""))  # clustering's curve words in the JVM (airflow_lake.jvm)
         .getOrCreate()
     )
     if tool_options is not None:

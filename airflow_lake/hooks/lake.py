@@ -32,6 +32,7 @@ from airflow_lake.hooks.package_zip import package_zip
 from airflow_lake.jobs import ENTRY_POINT
 from airflow_lake.jobs.protocol import NONCE_ENV, Failure, classify
 from airflow_lake.jobs.registry import get, validate
+from airflow_lake.jvm import curve_jar
 from airflow_lake.lake.errors import LakeError, LakeTableNotFound
 
 if TYPE_CHECKING:  # the Spark provider's hook and the Connect client load when a task runs, not at DAG parse
@@ -112,9 +113,17 @@ class LakeHook(BaseHook):
         from airflow_lake.hooks.submit import LakeSubmitHook
 
         nonce = nonce or secrets.token_hex(16)
+        conf, jars = dict(self.spark_conf), None
+        ours = curve_jar()  # clustering's curve words in the JVM (without it, in Python workers: the same words)
+        if ours is not None:  # (beside the user's own jars: --jars and a spark.jars setting would replace each other)
+            if conf.get("spark.jars"):
+                conf["spark.jars"] = f"{conf['spark.jars']},{ours}"
+            else:
+                jars = str(ours)
         return LakeSubmitHook(
             conn_id=self.conn_id,
-            conf=self.spark_conf,
+            conf=conf,
+            jars=jars,
             py_files=package_zip() if self.ship_package else None,
             application_args=[operation, "--spec", f"@{spec_file}"],
             env_vars={**self._environment(), NONCE_ENV: nonce},

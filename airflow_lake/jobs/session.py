@@ -6,6 +6,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from airflow_lake.jvm import curve_jar
 from airflow_lake.lake.spark.bucketed_read import READ_CONF
 
 if TYPE_CHECKING:
@@ -26,13 +27,17 @@ DEFAULT_CONF = {
 
 
 def build_session(app_name: str) -> SparkSession:
-    """Get or create the job's session; outside spark-submit, a local one using this Python."""
+    """Get or create the job's session; outside spark-submit, a local one using this Python, with our JVM code
+    (`airflow_lake.jvm`) on its class path."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     if "SPARK_SUBMIT_OPTS" not in os.environ and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(os.environ.get("AIRFLOW_LAKE_SPARK_MASTER", "local[2]"))
+        jar = curve_jar()  # (spark-submit gets it from the hook: --jars)
+        if jar is not None:
+            builder = builder.config("spark.jars", str(jar))
     for key, value in DEFAULT_CONF.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

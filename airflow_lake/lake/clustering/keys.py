@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from airflow_lake.lake.clustering import coordinates, curves, sample, slots
+from airflow_lake.lake.clustering import coordinates, curves, jvm_words, sample, slots
 from airflow_lake.lake.clustering.layout import HILBERT, LINEAR, SAMPLE, Layout
 
 if TYPE_CHECKING:
@@ -287,16 +287,39 @@ def _roundest(low: int, high: int) -> int:
 
 
 def add_keys(df: DataFrame, layout: Layout, spec: TableSpec, *, files: int = 1, seed: int = 0,
-             rows: int | None = None) -> tuple[DataFrame, list[str], Column | None]:
+             rows: int | None = None, jvm: bool = True) -> tuple[DataFrame, list[str], Column | None]:
     """`df` with the columns to sort by and their names, and for `files` > 1 the column to repartition by
     into `files` partitions (None: LINEAR, or nothing sampled; then use `repartitionByRange` of the keys).
     LINEAR sorts by the columns themselves. `rows`: the rows of `df`, if known (then the sample is taken
-    without counting them first, `sample.sample_rows`)."""
+    without counting them first, `sample.sample_rows`). `jvm`: compute the words in the JVM where its class is
+    on the session's class path (`jvm_words`), else (and with False) in Python workers (the same words)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
 
     if layout.effective_kind == LINEAR:
         return df, list(layout.columns), None
+    model, inputs = curve_model(df, layout, spec, files=files, seed=seed, rows=rows)
+    names = [f"{KEY_PREFIX}_w{i}" for i in range(len(model.widths))]
+    words, where = words_column(df, model, inputs, [spec.column(c).type for c in layout.columns], jvm=jvm)
+    log.info("%s: curve words computed in %s", layout.describe(), where)
+    if len(names) == 1:
+        df = df.withColumn(names[0], words)
+    else:
+        df = df.withColumn(KEY_PREFIX, words)
+        df = df.withColumns({n: F.col(KEY_PREFIX)[f"w{i}"] for i, n in enumerate(names)}).drop(KEY_PREFIX)
+    partition = None
+    if model.files > 1:
+        values = F.expr(f"array({', '.join(f'CAST({v} AS BIGINT)' for v in slots.slot_values(model.files))})")
+        slot = F.shiftright(F.col(names[0]), curves.WORD_BITS - model.slot_bits).cast("int")
+        partition = F.element_at(values, slot + F.lit(1))
+    return df, names, partition
+
+
+def curve_model(df: DataFrame, layout: Layout, spec: TableSpec, *, files: int = 1, seed: int = 0,
+                rows: int | None = None) -> tuple[CurveKeys, list[Column]]:
+    """The curve of a ZORDER / HILBERT `layout` over `df` (bounds and file cuts from a sample) and the columns
+    its words are computed from (see `add_keys`)."""
+    from pyspark.sql import functions as F
+
     types = [spec.column(c).type for c in layout.columns]
     if layout.curve == SAMPLE:
         inputs = sample.sample_keys(layout.columns, types)
@@ -324,23 +347,24 @@ def add_keys(df: DataFrame, layout: Layout, spec: TableSpec, *, files: int = 1, 
         bits = _varying_bits(keys)
         coords = tuple(Coordinate() for _ in inputs)
     model = CurveKeys(layout.kind, bits, coords).with_cuts(_arrays(columns, types, layout.curve), weights, files)
-    names = [f"{KEY_PREFIX}_w{i}" for i in range(len(model.widths))]
     log.info("%s: %d sampled rows, %d bits per coordinate, %d file(s) (%.1f s)", layout.describe(), len(candidates),
              bits, model.files, time.monotonic() - started)
+    return model, inputs
+
+
+def words_column(df: DataFrame, model: CurveKeys, inputs: Sequence[Column], types: Sequence[str], *,
+                 jvm: bool = True) -> tuple[Column, str]:
+    """The column of `model`'s words of `inputs` (a bigint, or a struct of `w0`..) and where they are computed:
+    in the JVM (`jvm_words`) where its class is on the session's class path, else in Python workers."""
+    from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
+
+    words = jvm_words.words_column(df.sparkSession, model, inputs, types) if jvm else None
+    if words is not None:
+        return words, "the JVM"
     with warnings.catch_warnings():  # "prefer type hints": the function is a bound method taking *arrays
         warnings.simplefilter("ignore", UserWarning)
-        udf = arrow_udf(model.evaluate, model.return_type, ArrowUDFType.SCALAR)
-    if len(names) == 1:
-        df = df.withColumn(names[0], udf(*inputs))
-    else:
-        df = df.withColumn(KEY_PREFIX, udf(*inputs))
-        df = df.withColumns({n: F.col(KEY_PREFIX)[f"w{i}"] for i, n in enumerate(names)}).drop(KEY_PREFIX)
-    partition = None
-    if model.files > 1:
-        values = F.expr(f"array({', '.join(f'CAST({v} AS BIGINT)' for v in slots.slot_values(model.files))})")
-        slot = F.shiftright(F.col(names[0]), curves.WORD_BITS - model.slot_bits).cast("int")
-        partition = F.element_at(values, slot + F.lit(1))
-    return df, names, partition
+        return arrow_udf(model.evaluate, model.return_type, ArrowUDFType.SCALAR)(*inputs), \
+            "Python workers (an Arrow UDF)"
 
 
 def _arrays(columns: Sequence[Sequence[Any]], types: Sequence[str], curve: str) -> list[pa.Array]:
@@ -368,4 +392,5 @@ def _varying_bits(keys: DataFrame) -> int:
     return bits
 
 
-__all__ = ["KEY_PREFIX", "Coordinate", "CurveKeys", "add_keys", "cut_points", "cuts_at_or_below"]
+__all__ = ["KEY_PREFIX", "Coordinate", "CurveKeys", "add_keys", "curve_model", "cut_points", "cuts_at_or_below",
+           "words_column"]

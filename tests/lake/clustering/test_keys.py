@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from airflow_lake.lake.clustering import curves, keys
 from airflow_lake.lake.clustering.layout import Layout
@@ -84,7 +85,8 @@ def test_slots_sit_above_the_curve_bits_of_the_first_word() -> None:
     assert cut.evaluate(x, y).type == pa.int64()
 
 
-def test_one_file_per_slot_and_one_udf_call_in_spark(spark: Any) -> None:
+@pytest.mark.parametrize("jvm", [True, False])
+def test_one_file_per_slot_and_one_udf_call_in_spark(spark: Any, jvm: bool) -> None:
     from pyspark.sql import functions as F
 
     spec = TableSpec.from_dict({"schema": "a BIGINT, b BIGINT, c BIGINT, p STRING"})
@@ -92,11 +94,14 @@ def test_one_file_per_slot_and_one_udf_call_in_spark(spark: Any) -> None:
     rows = [(int(a), int(b), int(c), f"r{i}") for i, (a, b, c) in enumerate(rng.integers(-2**62, 2**62, (3000, 3)))]
     df = spark.createDataFrame(rows, "a BIGINT, b BIGINT, c BIGINT, p STRING").repartition(3)
     for layout in (Layout("HILBERT", ("a", "b"), "SAMPLE"), Layout("ZORDER", ("a", "b", "c"), "DIRECT")):
-        keyed, names, slot = keys.add_keys(df, layout, spec, files=8, seed=3)
+        keyed, names, slot = keys.add_keys(df, layout, spec, files=8, seed=3, jvm=jvm)
         assert slot is not None
         parted = keyed.repartition(8, slot).withColumn("pid", F.spark_partition_id())
         plan = parted._jdf.queryExecution().executedPlan().toString()
-        assert plan.count("ArrowEvalPython") == 1  # the words of a struct come from one UDF call
+        # the words of a struct come from one UDF call: in the JVM (its class is on the test session's class
+        # path), or in the Python workers
+        assert plan.count("ArrowEvalPython") == (0 if jvm else 1)
+        assert plan.count("__lake_curve_words_") == (1 if jvm else 0)
         got = parted.select("pid", *names).collect()
         assert len(got) == 3000
         top = curves.WORD_BITS - 3  # 8 files: 3 slot bits

@@ -1,0 +1,291 @@
+/*
+ * The curve words of clustering (airflow_lake/lake/clustering/keys.py) computed in the JVM, as a Java UDF:
+ * the same words, bit for bit, as `CurveKeys.words` computes with numpy in Spark's Python workers, without
+ * sending each row's sort columns to Python and back (that round trip cost 0.3-0.45 us a row).
+ *
+ * Built from this file by `python -m airflow_lake.jvm` (javac against pyspark's jars; never committed) and put on
+ * Spark's class path by the job's session, the hook's spark-submit and the Connect server (airflow_lake/jvm).
+ *
+ * A call is `words(model, c1, ..., cN)`: `model` is a binary literal (`lake/clustering/jvm_words.py` writes it,
+ * big-endian) that Spark passes as the same byte[] to every row of a task, so it is decoded once per task (per
+ * thread) and kept while the same array comes back. The columns: bigints (DIRECT values; SAMPLE's order-keeping bigints),
+ * doubles (SAMPLE floating point) and binaries (SAMPLE strings as their UTF-8 bytes). One class per number of
+ * columns (`Of1` .. `Of8`; more columns: the Python workers compute the words): Spark takes a Java UDF's arity
+ * from the one UDFn interface it implements.
+ */
+package airflowlake.jvm;
+
+import java.nio.ByteBuffer;
+import java.util.Arrays;
+
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.api.java.*;
+
+public final class CurveWords {
+  static final int MAGIC = 0x4C4B4301; // "LKC" + format 1
+  static final int WORD_BITS = 63;
+  static final int DIRECT = 0, LONGS = 1, DOUBLES = 2, BYTES = 3;
+
+  /** One sort column: DIRECT keeps the low `bits` bits; the others rank among sorted bounds. */
+  static final class Column {
+    int kind;
+    long[] longBounds;      // LONGS and DOUBLES (doubles as their order-keeping bigints)
+    byte[][] byteBounds;    // BYTES, in unsigned lexicographic order
+    long[] spread;          // the coordinate of each rank (bounds + 1 of them)
+  }
+
+  final boolean hilbert;
+  final int bits;
+  final int slotBits;
+  final int[] widths;
+  final Column[] columns;
+  final long[][] cuts;      // increasing keys (one row of words each) where the next file starts
+  final long top;           // the largest coordinate (NULL's)
+
+  CurveWords(byte[] encoded) {
+    ByteBuffer in = ByteBuffer.wrap(encoded);
+    if (in.getInt() != MAGIC) {
+      throw new IllegalArgumentException("not a curve model of this airflow-lake version");
+    }
+    hilbert = in.get() == 1;
+    bits = in.get();
+    slotBits = in.get();
+    widths = new int[in.get()];
+    for (int i = 0; i < widths.length; i++) {
+      widths[i] = in.get();
+    }
+    columns = new Column[in.getInt()];
+    for (int i = 0; i < columns.length; i++) {
+      Column c = new Column();
+      c.kind = in.get();
+      if (c.kind != DIRECT) {
+        int count = in.getInt();
+        if (c.kind == BYTES) {
+          c.byteBounds = new byte[count][];
+          for (int j = 0; j < count; j++) {
+            c.byteBounds[j] = new byte[in.getInt()];
+            in.get(c.byteBounds[j]);
+          }
+        } else {
+          c.longBounds = new long[count];
+          for (int j = 0; j < count; j++) {
+            c.longBounds[j] = in.getLong();
+          }
+        }
+        c.spread = new long[count + 1];
+        for (int j = 0; j <= count; j++) {
+          c.spread[j] = in.getLong();
+        }
+      }
+      columns[i] = c;
+    }
+    cuts = new long[in.getInt()][widths.length];
+    for (long[] cut : cuts) {
+      for (int j = 0; j < cut.length; j++) {
+        cut[j] = in.getLong();
+      }
+    }
+    top = bits == 64 ? -1L : (1L << bits) - 1;
+  }
+
+  /** The model of `encoded`: decoded once while the same array comes back (a literal is one array per task). */
+  private static final class Cached {
+    final byte[] encoded;
+    final CurveWords model;
+
+    Cached(byte[] encoded, CurveWords model) {
+      this.encoded = encoded;
+      this.model = model;
+    }
+  }
+
+  // per thread: a task runs in one thread, and tasks running side by side each hold their own copy of the literal
+  private static final ThreadLocal<Cached> LAST = new ThreadLocal<>();
+
+  static CurveWords of(byte[] encoded) {
+    Cached cached = LAST.get();
+    if (cached == null || cached.encoded != encoded) {
+      cached = new Cached(encoded, new CurveWords(encoded));
+      LAST.set(cached);
+    }
+    return cached.model;
+  }
+
+  /** `coordinates.sortable_doubles`: -0.0 as 0.0, every NaN as one (the largest), negatives flipped. */
+  static long sortableDouble(double d) {
+    long b = d == 0.0 ? 0L : Double.doubleToLongBits(d);
+    return b < 0 ? b ^ Long.MAX_VALUE : b;
+  }
+
+  /** The number of bounds below `value` (`sample.rank`). */
+  static int rankLong(long[] bounds, long value) {
+    int low = 0, high = bounds.length;
+    while (low < high) {
+      int mid = (low + high) >>> 1;
+      if (bounds[mid] < value) {
+        low = mid + 1;
+      } else {
+        high = mid;
+      }
+    }
+    return low;
+  }
+
+  static int rankBytes(byte[][] bounds, byte[] value) {
+    int low = 0, high = bounds.length;
+    while (low < high) {
+      int mid = (low + high) >>> 1;
+      if (Arrays.compareUnsigned(bounds[mid], value) < 0) {
+        low = mid + 1;
+      } else {
+        high = mid;
+      }
+    }
+    return low;
+  }
+
+  long coordinate(Column c, Object value) {
+    if (value == null) {
+      return top;
+    }
+    switch (c.kind) {
+      case DIRECT:
+        return ((Number) value).longValue() & top;
+      case LONGS:
+        return c.spread[rankLong(c.longBounds, ((Number) value).longValue())];
+      case DOUBLES:
+        return c.spread[rankLong(c.longBounds, sortableDouble(((Number) value).doubleValue()))];
+      default:
+        return c.spread[rankBytes(c.byteBounds, (byte[]) value)];
+    }
+  }
+
+  /** Skilling's AxestoTranspose (`curves.hilbert_transpose`), in place. */
+  static void hilbertTranspose(long[] x, int bits) {
+    int n = x.length;
+    for (int q = bits - 1; q > 0; q--) {
+      long low = (1L << q) - 1;
+      for (int i = 0; i < n; i++) {
+        if (((x[i] >>> q) & 1L) != 0) {
+          x[0] ^= low;
+        } else {
+          long t = (x[0] ^ x[i]) & low;
+          x[0] ^= t;
+          x[i] ^= t;
+        }
+      }
+    }
+    for (int i = 1; i < n; i++) {
+      x[i] ^= x[i - 1];
+    }
+    long t = 0;
+    for (int q = bits - 1; q > 0; q--) {
+      if (((x[n - 1] >>> q) & 1L) != 0) {
+        t ^= (1L << q) - 1;
+      }
+    }
+    for (int i = 0; i < n; i++) {
+      x[i] ^= t;
+    }
+  }
+
+  /** The words of one row (`CurveKeys.words`): interleaved coordinates, the file slot in the first's top bits. */
+  Object words(Object... values) {
+    int dims = columns.length;
+    long[] x = new long[dims];
+    for (int i = 0; i < dims; i++) {
+      x[i] = coordinate(columns[i], values[i]);
+    }
+    if (hilbert) {
+      hilbertTranspose(x, bits);
+    }
+    long[] out = new long[widths.length];
+    int position = 0;
+    for (int w = 0; w < widths.length; w++) {
+      int width = widths[w];
+      long word = 0;
+      for (int k = 0; k < width; k++) {
+        int level = bits - 1 - (position + k) / dims;
+        int dim = (position + k) % dims;
+        word |= ((x[dim] >>> level) & 1L) << (width - 1 - k);
+      }
+      out[w] = word;
+      position += width;
+    }
+    if (slotBits > 0 && cuts.length > 0) {
+      out[0] |= (long) cutsAtOrBelow(out) << (WORD_BITS - slotBits);
+    }
+    if (out.length == 1) {
+      return out[0];
+    }
+    Object[] fields = new Object[out.length];
+    for (int i = 0; i < out.length; i++) {
+      fields[i] = out[i];
+    }
+    return RowFactory.create(fields);
+  }
+
+  /** How many cuts are at or below `key` (`keys.cuts_at_or_below`): the row's file slot. */
+  int cutsAtOrBelow(long[] key) {
+    int low = 0, high = cuts.length;
+    while (low < high) {
+      int mid = (low + high) >>> 1;
+      if (Arrays.compare(cuts[mid], key) <= 0) {
+        low = mid + 1;
+      } else {
+        high = mid;
+      }
+    }
+    return low;
+  }
+
+  public static final class Of1 implements UDF2<byte[], Object, Object> {
+    public Object call(byte[] m, Object a) {
+      return of(m).words(a);
+    }
+  }
+
+  public static final class Of2 implements UDF3<byte[], Object, Object, Object> {
+    public Object call(byte[] m, Object a, Object b) {
+      return of(m).words(a, b);
+    }
+  }
+
+  public static final class Of3 implements UDF4<byte[], Object, Object, Object, Object> {
+    public Object call(byte[] m, Object a, Object b, Object c) {
+      return of(m).words(a, b, c);
+    }
+  }
+
+  public static final class Of4 implements UDF5<byte[], Object, Object, Object, Object, Object> {
+    public Object call(byte[] m, Object a, Object b, Object c, Object d) {
+      return of(m).words(a, b, c, d);
+    }
+  }
+
+  public static final class Of5 implements UDF6<byte[], Object, Object, Object, Object, Object, Object> {
+    public Object call(byte[] m, Object a, Object b, Object c, Object d, Object e) {
+      return of(m).words(a, b, c, d, e);
+    }
+  }
+
+  public static final class Of6 implements UDF7<byte[], Object, Object, Object, Object, Object, Object, Object> {
+    public Object call(byte[] m, Object a, Object b, Object c, Object d, Object e, Object f) {
+      return of(m).words(a, b, c, d, e, f);
+    }
+  }
+
+  public static final class Of7
+      implements UDF8<byte[], Object, Object, Object, Object, Object, Object, Object, Object> {
+    public Object call(byte[] m, Object a, Object b, Object c, Object d, Object e, Object f, Object g) {
+      return of(m).words(a, b, c, d, e, f, g);
+    }
+  }
+
+  public static final class Of8
+      implements UDF9<byte[], Object, Object, Object, Object, Object, Object, Object, Object, Object> {
+    public Object call(byte[] m, Object a, Object b, Object c, Object d, Object e, Object f, Object g, Object h) {
+      return of(m).words(a, b, c, d, e, f, g, h);
+    }
+  }
+}
