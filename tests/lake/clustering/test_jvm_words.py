@@ -45,7 +45,7 @@ def frame(spark: Any) -> Any:
     return spark.createDataFrame(_rows(6000), SCHEMA).repartition(3).cache()
 
 
-@pytest.mark.parametrize(("kind", "curve", "columns", "files", "ranges"), [
+@pytest.mark.parametrize("case", [
     ("ZORDER", "SAMPLE", ("a", "d"), 1, 1024),
     ("HILBERT", "SAMPLE", ("a", "d"), 8, 1024),
     ("ZORDER", "SAMPLE", ("s", "i", "d"), 5, 64),  # few ranges: many values per rank, heavy values
@@ -55,8 +55,8 @@ def frame(spark: Any) -> Any:
     ("HILBERT", "DIRECT", ("a", "d", "s", "t"), 12, 1024),
     ("ZORDER", "DIRECT", ("i", "day"), 8, 1024),
 ])
-def test_the_jvm_words_are_the_arrow_udf_words(frame: Any, kind: str, curve: str, columns: tuple[str, ...],
-                                               files: int, ranges: int) -> None:
+def test_the_jvm_words_are_the_arrow_udf_words(frame: Any, case: tuple[str, str, tuple[str, ...], int, int]) -> None:
+    kind, curve, columns, files, ranges = case
     spec = TableSpec.from_dict({"schema": SCHEMA})
     layout = Layout(kind, columns, curve, ranges)
     model, inputs = keys.curve_model(frame, layout, spec, files=files, seed=5)
