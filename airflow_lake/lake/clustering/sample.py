@@ -306,10 +306,10 @@ def rank(values: pa.Array, bounds: np.ndarray | StringBounds) -> np.ndarray:
         ranks = np.searchsorted(bounds.keys, needles, side="left").astype(np.int64)
         if bounds.cut:
             upper = np.searchsorted(bounds.keys, needles, side="right")
-            tied = upper > ranks  # equal keys: equal strings, or both cut short
+            ties = upper > ranks  # equal keys: equal strings, or both cut short
             if values.null_count:  # (a NULL's key is the empty string's; its rank is not used: `Coordinate.of`)
-                tied &= values.is_valid().to_numpy(zero_copy_only=False)
-            tied = np.flatnonzero(tied)
+                ties &= values.is_valid().to_numpy(zero_copy_only=False)
+            tied = np.flatnonzero(ties)
             if len(tied):
                 texts = values.take(pa.array(tied)).cast(pa.large_binary()).to_pylist()
                 for i, text in zip(tied.tolist(), texts, strict=True):

@@ -169,3 +169,14 @@ def test_ranks_of_strings_sharing_a_prefix_longer_than_the_key_keep_their_order(
     for bound_set in (longer, sorted(longer), [prefix + "a" * 250]):
         got = sample.rank(pa.array(longer), sample.bound_array(sorted(bound_set))).tolist()
         assert got == [sum(1 for b in bound_set if b < v) for v in longer], bound_set
+
+
+def test_a_null_string_ranks_without_comparing_text_when_a_bound_is_cut_short() -> None:
+    # a NULL's key is the empty string's: with a bound "" and a bound longer than a key, its tie was settled by
+    # comparing None with bytes (TypeError); NULL's rank is not used (its coordinate is the largest)
+    long = "x" * (sample.MAX_STRING_BYTES + 10)
+    bounds = sample.bound_array(["", long, long + "y"])
+    ranks = sample.rank(pa.array([None, "", long + "a", "z", None], type=pa.string()), bounds)
+    assert ranks[1:4].tolist() == [0, 2, 3]
+    coordinate = keys.Coordinate(bounds, 4)
+    assert coordinate.of(pa.array([None, ""], type=pa.string()), 2).tolist() == [3, 0]  # NULL: the largest
