@@ -130,3 +130,16 @@ def test_a_small_upsert_of_parquet_files_runs_in_the_task_without_spark(spark: A
     merged = LakeTable.open(table).read(spark).toPandas()
     expected = bdci_expected(paths, versions=[1, 2])
     assert as_strings(merged, columns=list(expected.columns[1:])).equals(expected)
+
+
+def test_spark_submit_gets_our_jvm_code_beside_the_users_jars(tmp_path: Path) -> None:
+    from airflow_lake.jvm import curve_jar
+
+    ours = curve_jar()
+    assert ours is not None  # (the set-up builds it)
+    plain = LakeHook().build_submit_hook("execute_clustering", str(tmp_path / "spec.json"), "t")
+    assert plain._jars == str(ours) and "spark.jars" not in plain._conf
+    own = LakeHook(spark_conf={"spark.jars": "/opt/jars/a.jar"}).build_submit_hook(
+        "execute_clustering", str(tmp_path / "spec.json"), "t")  # --jars would replace the setting: appended
+    assert own._jars is None and own._conf["spark.jars"] == f"/opt/jars/a.jar,{ours}"
+    assert "--jars" in plain._build_spark_submit_command("app.py")

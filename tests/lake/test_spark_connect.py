@@ -91,3 +91,45 @@ def test_bucketed_partitioned_write_and_read_over_connect(connect_url: str, tmp_
     assert all(f.stats["ts"].min is not None for f in files)
     assert table.scan([("id", "<", 10)]).files_skipped == sum(f.stats["id"].min >= 10 for f in files) > 0
     assert parquet_files_on_disk(path) >= {f.path for f in files}  # (+ the files the rewrite replaced)
+
+
+CURVES = textwrap.dedent("""
+    import json, sys
+    from pyspark.sql import SparkSession
+    from airflow_lake.lake.clustering import jvm_words, keys
+    from airflow_lake.lake.clustering.layout import Layout
+    from airflow_lake.lake.spec.table_spec import TableSpec
+
+    spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+    spec = TableSpec.from_dict({"schema": "x BIGINT, y DOUBLE, s STRING"})
+    df = spark.range(0, 20000).selectExpr("(id * 7919) % 10007 AS x", "IF(id % 11 = 0, NULL, sin(id) * 1e6) AS y",
+                                          "concat('https://example.com/', id % 97) AS s")
+    out = {}
+    for kind, columns in (("ZORDER", ("x", "y")), ("HILBERT", ("s", "y", "x"))):
+        model, inputs = keys.curve_model(df, Layout(kind, columns, "SAMPLE", 256), spec, files=8, seed=1)
+        types = [spec.column(c).type for c in columns]
+        jvm, where = keys.words_column(df, model, inputs, types)
+        python, _ = keys.words_column(df, model, inputs, types, jvm=False)
+        rows = df.select(jvm.alias("j"), python.alias("p")).collect()
+        out[kind] = [where, len(rows), sum(r["j"] != r["p"] for r in rows), len({r["j"] for r in rows})]
+    jvm_words.CLASS_PREFIX = "airflowlake.jvm.NoSuchClass"  # a server without the class: the Python workers
+    spark.sql("DROP TEMPORARY FUNCTION IF EXISTS __lake_curve_words_2_1")
+    model, inputs = keys.curve_model(df, Layout("ZORDER", ("x", "y"), "SAMPLE", 256), spec, files=1, seed=1)
+    out["missing"] = keys.words_column(df, model, inputs, ["bigint", "double"])[1]
+    print("RESULT " + json.dumps(out))
+""")
+
+
+def test_curve_words_are_computed_in_the_servers_jvm(connect_url: str, tmp_path: Path) -> None:
+    # `airflow-lake connect-server` puts our JVM code on the server's class path: the words of the Java UDF over
+    # Connect equal the Arrow UDF's; a server without it gets the Arrow UDF
+    script = tmp_path / "curves.py"
+    script.write_text(CURVES)
+    done = subprocess.run([sys.executable, str(script), connect_url], check=False, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.split("RESULT ", 1)[1])
+    for kind in ("ZORDER", "HILBERT"):
+        where, rows, mismatched, distinct = out[kind]
+        assert (where, rows, mismatched) == ("the JVM", 20000, 0) and distinct > 1000, out
+    assert out["missing"] == "Python workers (an Arrow UDF)"

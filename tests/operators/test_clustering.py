@@ -113,6 +113,7 @@ def test_sensor_schedule_execute_dag_in_airflow_dags_test(spark: Any, tmp_path: 
     assert after == sorted(before + late, key=lambda r: r["id"])  # the same rows, plus the late commit
     clustering = [e for e in table.entries_since(0) if e.operation == "execute_clustering"]
     assert len(clustering) == 1 and clustering[0].metrics["files_before"] == 10
+    assert clustering[0].metrics["curve_words"] == "jvm"  # the hook's spark-submit put our JVM code on the path
     assert {f.path for f in table.snapshot().files} == {f.path for f in clustering[0].added}  # 10 files -> 2
     assert len(clustering[0].added) == 2
     with sqlite3.connect(tmp_path / "airflow" / "airflow.db") as db:  # the run's task states, as Airflow stored them

@@ -22,8 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_lake.lake.clustering import jvm_words
 from airflow_lake.lake.clustering.keys import add_keys
-from airflow_lake.lake.clustering.layout import Layout
+from airflow_lake.lake.clustering.layout import LINEAR, Layout
 from airflow_lake.lake.clustering.plan import EXECUTE_OPERATION, ClusteringPlan, PlanGroup
 from airflow_lake.lake.clustering.timeline import PendingPlan, pending_plans, rollback_command
 from airflow_lake.lake.commit import recovery, requests
@@ -170,6 +171,7 @@ def execute_plan(table: TableMetadata, spark: SparkSession, plan_id: str, *, req
     try:
         _check_inputs(table, plan_id, plan, txn.base.files)
         started = time.monotonic()
+        words = _words_engine(spark, plan.layout)
         added, group_metrics = _run_groups(table, spark, txn.instant, plan, snap=snapshot_of(txn.base),
                                            parallelism=parallelism)
         removed = [txn.base.files[p] for p in plan.files]
@@ -181,7 +183,7 @@ def execute_plan(table: TableMetadata, spark: SparkSession, plan_id: str, *, req
                    "files_before": len(removed), "files_after": len(added),
                    "bytes_before": sum(f.bytes for f in removed), "bytes_after": sum(f.bytes for f in added),
                    "rows": rows_out, "partitions": len({g.partition_key for g in group_metrics}),
-                   "execute_seconds": round(time.monotonic() - started, 3)}
+                   "execute_seconds": round(time.monotonic() - started, 3), **words}
         entry = txn.commit(added=added, removed=plan.files, metrics=metrics,
                            metadata={"layout": plan.layout.to_dict()})
     except LakeCommitConflict as err:
@@ -221,6 +223,13 @@ def _executed_already(table: TableMetadata, plan_id: str) -> Executed | None:
 class _GroupResult:
     partition_key: tuple[tuple[str, str | None], ...]
     files: int
+
+
+def _words_engine(spark: SparkSession, layout: Layout) -> dict[str, str]:
+    """Where a curve layout's words are computed (`keys.words_column`), for the metrics: "jvm" or "python"."""
+    if layout.effective_kind == LINEAR:
+        return {}
+    return {"curve_words": "jvm" if jvm_words.available(spark, len(layout.columns)) else "python"}
 
 
 def _run_groups(table: TableMetadata, spark: SparkSession, instant: str, plan: ClusteringPlan, *, snap: Snapshot,

@@ -72,27 +72,45 @@ def encode(model: CurveKeys, kinds: Sequence[int]) -> bytes:
     return b"".join(out)
 
 
+def available(spark: SparkSession, dims: int) -> bool:
+    """Whether the JVM computes the words of `dims` sort columns in this session: the class is on its class path
+    (registered once per session and number of words), not switched off (`jvm.DISABLE_ENV`), at most
+    `MAX_COLUMNS` columns."""
+    return _registered(spark, dims, 1)
+
+
+def _registered(spark: SparkSession, dims: int, words: int) -> bool:
+    from airflow_lake import jvm
+
+    if not jvm.enabled() or not 1 <= dims <= MAX_COLUMNS:
+        return False
+    name = _name(dims, words)
+    returns = "bigint" if words == 1 else "struct<" + ", ".join(f"w{i}: bigint" for i in range(words)) + ">"
+    try:
+        if not spark.catalog.functionExists(name):  # (once per session: registering again logs a warning)
+            spark.udf.registerJavaFunction(name, f"{CLASS_PREFIX}$Of{dims}", returns)
+    except Exception as err:  # the class is not on this session's class path (any Spark error)
+        log.info("Curve words in Python workers: the JVM class is not on the session's class path (%s)",
+                 str(err).splitlines()[0][:200] if str(err) else type(err).__name__)
+        return False
+    return True
+
+
+def _name(dims: int, words: int) -> str:
+    return f"__lake_curve_words_{dims}_{words}"
+
+
 def words_column(spark: SparkSession, model: CurveKeys, inputs: Sequence[Column], types: Sequence[str]) -> \
         Column | None:
     """The UDF's column of the words (a bigint, or a struct of `w0`.. like the Arrow UDF's), or None where the
     JVM cannot compute them here."""
     from pyspark.sql import functions as F
 
-    from airflow_lake import jvm
-
-    if not jvm.enabled() or not 1 <= len(inputs) <= MAX_COLUMNS:
-        return None
-    name = f"__lake_curve_words_{len(inputs)}_{len(model.widths)}"
-    try:
-        if not spark.catalog.functionExists(name):  # (once per session: registering again logs a warning)
-            spark.udf.registerJavaFunction(name, f"{CLASS_PREFIX}$Of{len(inputs)}", model.return_type)
-    except Exception as err:  # the class is not on this session's class path (any Spark error)
-        log.info("Curve words in Python workers: the JVM class is not on the session's class path (%s)",
-                 str(err).splitlines()[0][:200] if str(err) else type(err).__name__)
+    if not _registered(spark, len(inputs), len(model.widths)):
         return None
     kinds = input_kinds(model, types)
     columns = [c.cast("binary") if kind == BYTES else c for c, kind in zip(inputs, kinds, strict=True)]
-    return F.call_function(name, F.lit(bytearray(encode(model, kinds))), *columns)
+    return F.call_function(_name(len(inputs), len(model.widths)), F.lit(bytearray(encode(model, kinds))), *columns)
 
 
-__all__ = ["MAX_COLUMNS", "encode", "input_kinds", "words_column"]
+__all__ = ["MAX_COLUMNS", "available", "encode", "input_kinds", "words_column"]

@@ -93,6 +93,7 @@ def test_without_the_class_the_python_workers_compute_the_words(frame: Any, monk
     layout = Layout("ZORDER", ("a", "i"), "SAMPLE", 64)
     monkeypatch.setattr(jvm_words, "CLASS_PREFIX", "airflowlake.jvm.NoSuchClass")
     frame.sparkSession.sql("DROP TEMPORARY FUNCTION IF EXISTS __lake_curve_words_2_1")  # (registered above)
+    assert not jvm_words.available(frame.sparkSession, 2)
     with caplog.at_level("INFO"):
         keyed, names, _ = keys.add_keys(frame, layout, spec, files=1, seed=2)
     assert "not on the session's class path" in caplog.text
@@ -103,7 +104,9 @@ def test_without_the_class_the_python_workers_compute_the_words(frame: Any, monk
     monkeypatch.setenv("AIRFLOW_LAKE_JVM_CURVES", "0")  # switched off: Python workers too
     keyed, _, _ = keys.add_keys(frame, layout, spec, files=1, seed=2)
     assert keyed._jdf.queryExecution().executedPlan().toString().count("ArrowEvalPython") == 1
+    assert not jvm_words.available(frame.sparkSession, 2)
     monkeypatch.delenv("AIRFLOW_LAKE_JVM_CURVES")
+    assert jvm_words.available(frame.sparkSession, 2) and not jvm_words.available(frame.sparkSession, 9)
     keyed, _, _ = keys.add_keys(frame, layout, spec, files=1, seed=2)
     assert "ArrowEvalPython" not in keyed._jdf.queryExecution().executedPlan().toString()
     assert len(names) == 1
