@@ -1,10 +1,11 @@
 """Curve keys: the words clustering sorts a group's rows by, and the file each row goes to.
 
 The JVM maps each sort column to an integer that keeps its order (`coordinates.py`; SAMPLE strings stay
-strings, SAMPLE doubles stay doubles, mapped in numpy: `coordinates.sortable_doubles`); one scalar Arrow UDF
-(`CurveKeys.evaluate`, numpy on Arrow batches of the sort columns only, the rest of the row stays in the JVM)
-turns those into coordinates — the rank among the sampled bounds (SAMPLE)
-or the low bits (DIRECT) — and the coordinates into Z-order or Hilbert words (`curves.py`).
+strings, SAMPLE doubles stay doubles, mapped as `coordinates.sortable_doubles` does); one UDF turns those into
+coordinates — the rank among the sampled bounds (SAMPLE) or the low bits (DIRECT) — and the coordinates into
+Z-order or Hilbert words (`curves.py`). The UDF is a Java one (`jvm_words.py`: `airflow_lake/jvm/CurveWords.java`,
+the model passed as a binary literal) where its class is on the session's class path, else a scalar Arrow UDF
+(`CurveKeys.evaluate`, numpy on Arrow batches of the sort columns only); both give the same words, bit for bit.
 
 Cutting a group into `files` files: the sample that gives the SAMPLE bounds (DIRECT samples too, at least
 20 rows per file) is put through the same function; the cuts are a range sort's boundaries over the whole
