@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.airflow_stack import free_port
@@ -19,12 +19,14 @@ from tests.airflow_stack import free_port
 class ConnectServer:
     """`start()` it, use `url`, `stop()` it (by PID)."""
 
-    def __init__(self, log: Path, master: str = "local[2]", extra: Sequence[str] = ()) -> None:
+    def __init__(self, log: Path, master: str = "local[2]", extra: Sequence[str] = (),
+                 env: Mapping[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"sc://127.0.0.1:{self.port}"
         self.log = log
         self.master = master
         self.extra = list(extra)  # more arguments of `airflow-lake connect-server` (--jars, --conf)
+        self.env = None if env is None else {**os.environ, **env}  # the server's environment (None: ours)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 180) -> ConnectServer:
@@ -38,7 +40,8 @@ class ConnectServer:
                    "--master", self.master, "--conf", "spark.ui.enabled=false",
                    "--conf", "spark.sql.shuffle.partitions=4", "--no-warm-up", *self.extra]
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                         env=self.env)
         deadline = time.monotonic() + timeout
         while not self._listening():
             if self.proc.poll() is not None or time.monotonic() > deadline:

@@ -24,6 +24,7 @@ from airflow_lake.hooks.package_zip import package_zip, private_dir
 from airflow_lake.jobs.identity import worker_identity
 from airflow_lake.jobs.protocol import first_line
 from airflow_lake.jobs.session import DEFAULT_CONF
+from airflow_lake.jvm import curve_jar
 from airflow_lake.lake import faults
 
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ class ConnectClient:
             if shipped is not None:
                 self._raise_if_killed()
                 spark.addArtifacts(shipped, pyfile=True)
+                self._ship_jar(spark)
             self._raise_if_killed()
             self._check_package(spark, shipped)
             with self._lock:  # a kill from another thread during the steps above is honoured here, at the latest
@@ -107,6 +109,18 @@ class ConnectClient:
             self._restore_flags()
             raise
         return spark
+
+    @staticmethod
+    def _ship_jar(spark: SparkSession) -> None:
+        """Our JVM code (clustering's curve words) as a jar of this session, for a server started without it;
+        where it cannot be added the Python workers compute the words (the same table, slower)."""
+        jar = curve_jar()
+        if jar is None:
+            return
+        try:
+            spark.addArtifacts(str(jar))
+        except Exception as err:  # (any server refusal: the job goes on without it)
+            log.info("Spark Connect: our JVM code was not added to the session (%s); curve words in Python", err)
 
     def _raise_if_killed(self) -> None:
         if self.killed:

@@ -4,6 +4,9 @@ settings behave as the spark-submit path's do."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from airflow_lake.hooks.connect import ConnectClient
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.lake import LakeSpecError, LakeTable
 from airflow_lake.lake.format.instants import pending
+from tests.connect_server import ConnectServer
 from tests.lake.upsert.oracle import as_strings, bdci_expected
 from tests.op_chains import bdci_batches, chains, run_chain, table_state
 from tests.support import write_source
@@ -102,3 +106,34 @@ def test_the_workers_must_run_our_airflow_lake(connect_conn_id: str, tmp_path: P
     with pytest.raises(LakeJobError, match=r"import airflow_lake 0\.1\.0 .* this task runs 99\.0"):
         LakeHook(connect_conn_id, ship_package=False).submit("write", {"table": table, "source": {"path": source}})
     assert LakeTable.open(table).snapshot().rows == 5
+
+
+SHIPPED_JAR = """
+import json, sys
+from airflow_lake.hooks.connect import ConnectClient
+from airflow_lake.lake.clustering import jvm_words
+
+out = {}
+for ship in (False, True):
+    client = ConnectClient(sys.argv[1], {}, ship_package=ship)
+    spark = client.open()
+    out[str(ship)] = jvm_words.available(spark, 2)
+    client.close()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_a_server_without_our_jvm_code_gets_it_from_the_task(tmp_path: Path) -> None:
+    # a server started without our jar (as a user's own server would be): the task's session adds it, with the
+    # package it ships, so the curve words are computed in the JVM; a session that ships nothing goes without
+    server = ConnectServer(tmp_path / "server.log", master="local[1]", env={"AIRFLOW_LAKE_JVM_CURVES": "0"}).start()
+    try:
+        script = tmp_path / "client.py"
+        script.write_text(SHIPPED_JAR)
+        done = subprocess.run([sys.executable, str(script), server.url], capture_output=True, text=True,
+                              timeout=300, check=False)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.split("RESULT ", 1)[1])
+    assert out == {"False": False, "True": True}
