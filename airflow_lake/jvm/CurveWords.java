@@ -29,7 +29,8 @@ public final class CurveWords {
   /** One sort column: DIRECT keeps the low `bits` bits; the others rank among sorted bounds. */
   static final class Column {
     int kind;
-    long[] longBounds;      // LONGS and DOUBLES (doubles as their order-keeping bigints)
+    long[] longBounds;      // LONGS and DOUBLES (doubles as their order-keeping bigints), padded with
+                            // Long.MAX_VALUE to a power of two above their number (a branch-free search)
     byte[][] byteBounds;    // BYTES, in unsigned lexicographic order
     long[] spread;          // the coordinate of each rank (bounds + 1 of them)
   }
@@ -67,7 +68,8 @@ public final class CurveWords {
             in.get(c.byteBounds[j]);
           }
         } else {
-          c.longBounds = new long[count];
+          c.longBounds = new long[Integer.highestOneBit(count) << 1];
+          Arrays.fill(c.longBounds, Long.MAX_VALUE);  // never below a value
           for (int j = 0; j < count; j++) {
             c.longBounds[j] = in.getLong();
           }
@@ -86,7 +88,13 @@ public final class CurveWords {
       }
     }
     top = bits == 64 ? -1L : (1L << bits) - 1;
+    x = new long[columns.length];
+    out = new long[widths.length];
   }
+
+  // scratch of one row: a model is decoded per thread (`of`), so only its thread uses them
+  private final long[] x;
+  private final long[] out;
 
   /** The model of `encoded`: decoded once while the same array comes back (a literal is one array per task). */
   private static final class Cached {
@@ -117,18 +125,14 @@ public final class CurveWords {
     return b < 0 ? b ^ Long.MAX_VALUE : b;
   }
 
-  /** The number of bounds below `value` (`sample.rank`). */
-  static int rankLong(long[] bounds, long value) {
-    int low = 0, high = bounds.length;
-    while (low < high) {
-      int mid = (low + high) >>> 1;
-      if (bounds[mid] < value) {
-        low = mid + 1;
-      } else {
-        high = mid;
-      }
+  /** The number of bounds below `value` (`sample.rank`): `padded` holds them, then Long.MAX_VALUE up to a power
+   *  of two; one compare per halving and no branch on it (a conditional move), as `sample.rank` does in numpy. */
+  static int rankLong(long[] padded, long value) {
+    int position = 0;
+    for (int step = padded.length >>> 1; step > 0; step >>>= 1) {
+      position += padded[position + step - 1] < value ? step : 0;
     }
-    return low;
+    return position;
   }
 
   static int rankBytes(byte[][] bounds, byte[] value) {
@@ -192,14 +196,12 @@ public final class CurveWords {
   /** The words of one row (`CurveKeys.words`): interleaved coordinates, the file slot in the first's top bits. */
   Object words(Object... values) {
     int dims = columns.length;
-    long[] x = new long[dims];
     for (int i = 0; i < dims; i++) {
       x[i] = coordinate(columns[i], values[i]);
     }
     if (hilbert) {
       hilbertTranspose(x, bits);
     }
-    long[] out = new long[widths.length];
     int position = 0;
     for (int w = 0; w < widths.length; w++) {
       int width = widths[w];

@@ -213,6 +213,7 @@ def test_pipeline_and_maintenance_in_airflow_dags_test(local_run: PipelineRun) -
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # ~170 s on a quiet machine of the earlier kind; 600 s ran out under load on a slower one
 def test_pipeline_with_its_lake_on_s3_gives_the_tables_of_the_run_on_local_disk(
         local_run: PipelineRun, s3_server: S3Server, s3_connect_server: ConnectServer, tmp_path: Path) -> None:
     """Issue 35: the same pipeline with `AIRFLOW_LAKE_ROOT` and its landing directory on the S3 server, its tasks
