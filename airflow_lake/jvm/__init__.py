@@ -27,7 +27,6 @@ from airflow_lake import store_jars
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("CurveWords.java")
-CLASS_PREFIX = "airflowlake.jvm.CurveWords"
 DISABLE_ENV = "AIRFLOW_LAKE_JVM_CURVES"  # "0": never build nor use the jar (the curve words in Python)
 
 
@@ -44,9 +43,8 @@ def _spark_version(jars: Path) -> str:
     return found[0].stem.split("-", 2)[-1] if found else "unknown"
 
 
-def jar_path(spark_home: str | None = None) -> Path:
-    """Where the jar of this source for this Spark is (or would be) in the cache."""
-    jars = store_jars.spark_jars_dir(spark_home)
+def jar_path(jars: Path) -> Path:
+    """Where the jar of this source for the Spark of `jars` is (or would be) in the cache."""
     digest = hashlib.sha256(SOURCE.read_bytes() + _spark_version(jars).encode()).hexdigest()[:16]
     return store_jars.cache_root() / f"airflow-lake-jvm-{digest}.jar"
 
@@ -57,10 +55,11 @@ def curve_jar(*, build: bool = True, spark_home: str | None = None) -> Path | No
     if not enabled():
         return None
     try:
-        path = jar_path(spark_home)
+        jars = store_jars.spark_jars_dir(spark_home)
+        path = jar_path(jars)
         if path.is_file() or not build:
             return path if path.is_file() else None
-        return build_jar(path, store_jars.spark_jars_dir(spark_home))
+        return build_jar(path, jars)
     except (BuildError, store_jars.JarsError, OSError) as err:
         log.info("Clustering computes curve words in Python workers: %s", err)
         return None
@@ -88,15 +87,13 @@ def build_jar(path: Path, spark_jars: Path) -> Path:
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        path = jar_path()
-        path = path if path.is_file() else build_jar(path, store_jars.spark_jars_dir())
-    except (BuildError, store_jars.JarsError, OSError) as err:
-        print(f"airflow-lake: the JVM code was not built: {err}")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # (curve_jar logs why it built nothing)
+    path = curve_jar()
+    if path is None:
+        print("airflow-lake: the JVM code was not built (see above)")
         return 1
     print(path)
     return 0
 
 
-__all__ = ["CLASS_PREFIX", "DISABLE_ENV", "BuildError", "build_jar", "curve_jar", "enabled", "jar_path"]
+__all__ = ["DISABLE_ENV", "BuildError", "build_jar", "curve_jar", "enabled", "jar_path"]

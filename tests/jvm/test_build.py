@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from airflow_lake import jvm
+from airflow_lake import jvm, store_jars
 
 
 def test_the_jar_is_built_into_the_users_cache_with_every_arity(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     path = jvm.curve_jar()
-    assert path is not None and path == jvm.jar_path() and path.parent == tmp_path / "cache" / "airflow-lake" / "jars"
+    assert path is not None and path == jvm.jar_path(store_jars.spark_jars_dir())
+    assert path.parent == tmp_path / "cache" / "airflow-lake" / "jars"
     names = zipfile.ZipFile(path).namelist()
     assert {f"airflowlake/jvm/CurveWords$Of{n}.class" for n in range(1, 9)} <= set(names)
     assert (path.parent.stat().st_mode & 0o077) == 0  # private
