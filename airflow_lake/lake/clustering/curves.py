@@ -36,6 +36,11 @@ def word_widths(total_bits: int, first: int = WORD_BITS) -> list[int]:
     return widths
 
 
+def words_type(count: int) -> str:
+    """The Spark SQL type of a row's `count` words: a bigint, or a struct of bigints `w0`, `w1`, ..."""
+    return "bigint" if count == 1 else "struct<" + ", ".join(f"w{i}: bigint" for i in range(count)) + ">"
+
+
 def interleave(coords: Sequence[np.ndarray], bits: int, first: int = WORD_BITS) -> list[np.ndarray]:
     """Z-order words of `coords` (each `np.uint64` of `bits` bits): see the module docstring."""
     dims = len(coords)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from airflow_lake.lake.clustering import sample
+from airflow_lake.lake.clustering import curves, sample
 from airflow_lake.lake.clustering.layout import HILBERT
 from airflow_lake.lake.spec.types import FLOAT_TYPES
 
@@ -85,10 +85,9 @@ def _registered(spark: SparkSession, dims: int, words: int) -> bool:
     if not jvm.enabled() or not 1 <= dims <= MAX_COLUMNS:
         return False
     name = _name(dims, words)
-    returns = "bigint" if words == 1 else "struct<" + ", ".join(f"w{i}: bigint" for i in range(words)) + ">"
     try:
         if not spark.catalog.functionExists(name):  # (once per session: registering again logs a warning)
-            spark.udf.registerJavaFunction(name, f"{CLASS_PREFIX}$Of{dims}", returns)
+            spark.udf.registerJavaFunction(name, f"{CLASS_PREFIX}$Of{dims}", curves.words_type(words))
     except Exception as err:  # the class is not on this session's class path (any Spark error)
         log.info("Curve words in Python workers: the JVM class is not on the session's class path (%s)",
                  str(err).splitlines()[0][:200] if str(err) else type(err).__name__)

@@ -98,9 +98,7 @@ class CurveKeys:
 
     @property
     def return_type(self) -> str:
-        if len(self.widths) == 1:
-            return "bigint"
-        return "struct<" + ", ".join(f"w{i}: bigint" for i in range(len(self.widths))) + ">"
+        return curves.words_type(len(self.widths))
 
     def curve_words(self, arrays: Sequence[pa.Array]) -> list[np.ndarray]:
         """The curve words of rows given as one array per sort column (slot bits still zero)."""
