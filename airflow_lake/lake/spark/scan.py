@@ -14,6 +14,7 @@ from airflow_lake.lake.format.snapshots import Snapshot
 from airflow_lake.lake.format.storage import Storage
 from airflow_lake.lake.spark.file_uris import spark_file_uri
 from airflow_lake.lake.spark.globs import name_glob
+from airflow_lake.lake.spark.listing import listed_exactly
 from airflow_lake.lake.spark.schema import from_files, to_file_struct, to_struct
 
 if TYPE_CHECKING:
@@ -65,7 +66,8 @@ class Scan:
             if spec.partition_columns:
                 reader = reader.option("ignoreInvalidPartitionPaths", "true")
             df = reader.parquet(*[self.storage.uri(d) for d in directories])
-            df = exactly(df, self.storage, self.files)  # the glob narrows the listing; this decides
+            if not listed_exactly(df, self.storage, self.files):  # (a classic read that listed just them: done)
+                df = exactly(df, self.storage, self.files)  # the glob narrows the listing; this decides
             df = from_files(df, spec)  # table order
         else:
             df = spark.createDataFrame([], to_struct(spec))
