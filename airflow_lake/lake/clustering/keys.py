@@ -151,7 +151,8 @@ def cut_points(words: Sequence[np.ndarray], widths: Sequence[int], weights: np.n
     first = np.ones(len(ordered), dtype=bool)
     first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
     starts = np.flatnonzero(first)
-    distinct = [_key(row, widths) for row in ordered[starts]]
+    # one word: the key is the word (a list of Python ints, for `bisect` and the bit arithmetic of the cuts)
+    distinct = ordered[starts, 0].tolist() if len(widths) == 1 else [_key(row, widths) for row in ordered[starts]]
     count = len(distinct)
     pieces = min(files, count)
     per_key = np.add.reduceat(np.asarray(weights, np.float64)[order], starts) if count else np.zeros(0)
@@ -340,7 +341,8 @@ def curve_model(df: DataFrame, layout: Layout, spec: TableSpec, *, files: int = 
         ranges = min(layout.sample_ranges, max(1, len(candidates)))
         coords = tuple(Coordinate(sample.bound_array(b), ranges, np.array(at, dtype=np.uint64))
                        for b, at in (sample.weighted_ranges(list(zip(col, weights.tolist(), strict=True)), ranges)
-                                     for col in columns))
+                                     if t == "string" else sample.weighted_number_ranges(col, weights, ranges)
+                                     for col, t in zip(columns, types, strict=True)))
         bits = max(1, (ranges - 1).bit_length())  # positions are < ranges (sample.expand)
     else:
         bits = _varying_bits(keys)

@@ -56,6 +56,72 @@ def test_heavy_values_get_a_range_and_cells_of_their_own_and_spend_no_ranks_afte
     assert sample.weighted_ranges(rows, 8)[1] == list(range(8))  # no heavy values: the position is the rank
 
 
+def walked_ranges(candidates: list[tuple[Any, float]], ranges: int) -> tuple[list[Any], list[int]]:
+    """The walk of `weighted_ranges` one value at a time (its first form), the oracle of the search per bound."""
+    values: list[Any] = []
+    weights: list[float] = []
+    for key, weight in sorted((c for c in candidates if c[0] is not None), key=lambda c: c[0]):
+        if values and key == values[-1]:
+            weights[-1] += weight
+        else:
+            values.append(key)
+            weights.append(weight)
+    if not values or ranges <= 1:
+        return [], [0]
+    step = float(np.cumsum(weights)[-1]) / ranges
+    bounds: list[Any] = []
+    ends: list[float] = []
+    cumulative, target = 0.0, step
+    for j, (value, weight) in enumerate(zip(values, weights, strict=True)):
+        heavy = weight >= step
+        if heavy and j > 0 and (not bounds or bounds[-1] != values[j - 1]):
+            bounds.append(values[j - 1])
+            ends.append(cumulative)
+        cumulative += weight
+        if (heavy or cumulative >= target) and j < len(values) - 1:
+            bounds.append(value)
+            ends.append(cumulative)
+            target = (math.floor(cumulative / step) + 1) * step
+    edges = [0.0, *ends, cumulative]
+    heavy_range = [edges[i + 1] - edges[i] >= step for i in range(len(edges) - 1)]
+    positions: list[int] = []
+    for i in range(len(edges) - 1):
+        position = math.floor(edges[i] / step + 0.5)
+        if positions:
+            position = max(position, positions[-1] + (1 if heavy_range[i] or heavy_range[i - 1] else 0))
+        if heavy_range[i]:
+            last = max(position, math.floor(edges[i + 1] / step + 0.5) - 1)
+            position = sample._roundest(position - 1, min(ranges - 1, last))
+        positions.append(min(ranges - 1, position))
+    return bounds, positions
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_search_per_bound_and_the_numpy_path_equal_the_walk_per_value(seed: int) -> None:
+    """Random samples with heavy values, runs of equal values, NULLs, uneven weights (as partitions sampled by
+    fraction give) and bigints at both ends: every way gives the walk's bounds and positions."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 5000))
+    spread = int(rng.choice([3, 50, 10**6, 2**62]))
+    values: list[int | None] = [int(v) for v in rng.integers(-spread, spread, size=n)]
+    for heavy in rng.integers(-spread, spread, size=int(rng.integers(0, 4))):  # values holding many rows
+        values += [int(heavy)] * int(rng.integers(1, n // 2 + 2))
+    values += [None] * int(rng.integers(0, 50)) + [-(2**63), 2**63 - 1] * int(rng.integers(0, 2))
+    rng.shuffle(values)  # type: ignore[arg-type]
+    weights = rng.choice([1.0, 0.7, 3.3333333333333335, 1 / 0.003], size=len(values))
+    if seed % 3 == 0:
+        weights = np.full(len(values), 4_000_000 / len(values))  # one weight, as `sample_rows` gives
+    candidates = list(zip(values, weights.tolist(), strict=True))
+    for ranges in (2, 7, 64, 1024):
+        expected = walked_ranges(candidates, ranges)
+        assert sample.weighted_ranges(candidates, ranges) == expected
+        assert sample.weighted_number_ranges(values, weights, ranges) == expected
+    strings = [None if v is None else f"{v:+021d}" for v in values]  # not numbers: the Python sort
+    assert sample.weighted_number_ranges(strings, weights, 64) == walked_ranges(  # type: ignore[arg-type]
+        list(zip(strings, weights.tolist(), strict=True)), 64)
+    assert sample.weighted_number_ranges([None, None], np.ones(2), 8) == ([], [0])
+
+
 def test_expansion_makes_every_column_span_the_same_range() -> None:
     bits, ranges = sample.expand([list(range(1023)), [10, 20, 30], []])
     assert (bits, ranges) == (10, [1024, 4, 1])  # 1024 ranges: 10 bits; 4 ranges spread over the same 10 bits
