@@ -220,10 +220,10 @@ def weighted_number_ranges(values: Sequence[int | None], weights: np.ndarray, ra
     import numpy as np
 
     present = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
-    given = [v for v in values if v is not None]
-    if not all(type(v) is int and -(1 << 63) <= v < (1 << 63) for v in given):  # (not bigints: the Python sort)
+    numbers = np.array([v for v in values if v is not None])
+    if numbers.dtype != np.int64 and len(numbers):  # not all bigints (floats, strings, larger): the Python sort
         return weighted_ranges(list(zip(values, np.asarray(weights).tolist(), strict=True)), ranges)
-    numbers = np.array(given, dtype=np.int64)
+    numbers = numbers.astype(np.int64)  # (an empty array is float64)
     order = np.argsort(numbers, kind="stable")  # equal values keep their order, as `sorted` does
     ordered, ordered_weights = numbers[order], np.asarray(weights, dtype=np.float64)[present][order]
     if not len(ordered):
