@@ -90,8 +90,21 @@ public final class CurveWords {
     top = bits == 64 ? -1L : (1L << bits) - 1;
     x = new long[columns.length];
     out = new long[widths.length];
+    int total = 0;
+    for (int width : widths) {
+      total += width;
+    }
+    bitDim = new int[total];
+    bitLevel = new int[total];
+    for (int p = 0; p < total; p++) {  // the interleave's p-th bit: level bits-1-p/dims of coordinate p%dims
+      bitDim[p] = p % columns.length;
+      bitLevel[p] = bits - 1 - p / columns.length;
+    }
   }
 
+  // which coordinate and level each bit of the words takes, in order (a division per bit cost more than the rest)
+  private final int[] bitDim;
+  private final int[] bitLevel;
   // scratch of one row: a model is decoded per thread (`of`), so only its thread uses them
   private final long[] x;
   private final long[] out;
@@ -164,19 +177,17 @@ public final class CurveWords {
     }
   }
 
-  /** Skilling's AxestoTranspose (`curves.hilbert_transpose`), in place. */
+  /** Skilling's AxestoTranspose (`curves.hilbert_transpose`), in place; masks instead of a branch on each bit
+   *  (the bits are the data's: a branch on them is mispredicted half the time). */
   static void hilbertTranspose(long[] x, int bits) {
     int n = x.length;
     for (int q = bits - 1; q > 0; q--) {
       long low = (1L << q) - 1;
       for (int i = 0; i < n; i++) {
-        if (((x[i] >>> q) & 1L) != 0) {
-          x[0] ^= low;
-        } else {
-          long t = (x[0] ^ x[i]) & low;
-          x[0] ^= t;
-          x[i] ^= t;
-        }
+        long set = -((x[i] >>> q) & 1L);          // all ones where bit q of x[i] is set
+        long t = (x[0] ^ x[i]) & low & ~set;      // not set: swap the low bits of x[0] and x[i] (none for i = 0)
+        x[0] ^= (low & set) | t;                  // set: invert the low bits of x[0]
+        x[i] ^= t;
       }
     }
     for (int i = 1; i < n; i++) {
@@ -184,9 +195,7 @@ public final class CurveWords {
     }
     long t = 0;
     for (int q = bits - 1; q > 0; q--) {
-      if (((x[n - 1] >>> q) & 1L) != 0) {
-        t ^= (1L << q) - 1;
-      }
+      t ^= ((1L << q) - 1) & -((x[n - 1] >>> q) & 1L);
     }
     for (int i = 0; i < n; i++) {
       x[i] ^= t;
@@ -202,17 +211,13 @@ public final class CurveWords {
     if (hilbert) {
       hilbertTranspose(x, bits);
     }
-    int position = 0;
+    int p = 0;
     for (int w = 0; w < widths.length; w++) {
-      int width = widths[w];
       long word = 0;
-      for (int k = 0; k < width; k++) {
-        int level = bits - 1 - (position + k) / dims;
-        int dim = (position + k) % dims;
-        word |= ((x[dim] >>> level) & 1L) << (width - 1 - k);
+      for (int end = p + widths[w]; p < end; p++) {  // the first bit of a word is its top one
+        word = (word << 1) | ((x[bitDim[p]] >>> bitLevel[p]) & 1L);
       }
       out[w] = word;
-      position += width;
     }
     if (slotBits > 0 && cuts.length > 0) {
       out[0] |= (long) cutsAtOrBelow(out) << (WORD_BITS - slotBits);
