@@ -42,6 +42,8 @@ public final class CurveWords {
   final Column[] columns;
   final long[][] cuts;      // increasing keys (one row of words each) where the next file starts
   final long top;           // the largest coordinate (NULL's)
+  final long[] spread;      // one word: a byte's bits set `columns` apart (bit j at j * columns), by byte; else null
+  final long[] oneWordCuts; // one word: the cuts' words, padded with Long.MAX_VALUE to a power of two; else null
 
   CurveWords(byte[] encoded) {
     ByteBuffer in = ByteBuffer.wrap(encoded);
@@ -100,13 +102,30 @@ public final class CurveWords {
       bitDim[p] = p % columns.length;
       bitLevel[p] = bits - 1 - p / columns.length;
     }
+    if (widths.length == 1) {  // the whole index in one word (total <= 63 bits): spread each coordinate by bytes
+      spread = new long[256];
+      for (int v = 0; v < 256; v++) {
+        for (int j = 0; j < 8; j++) {
+          spread[v] |= ((v >>> j) & 1L) << (j * columns.length);
+        }
+      }
+      oneWordCuts = new long[Integer.highestOneBit(Math.max(cuts.length, 1)) << 1];
+      Arrays.fill(oneWordCuts, Long.MAX_VALUE);
+      for (int j = 0; j < cuts.length; j++) {
+        oneWordCuts[j] = cuts[j][0];
+      }
+    } else {
+      spread = null;
+      oneWordCuts = null;
+    }
   }
 
   // which coordinate and level each bit of the words takes, in order (a division per bit cost more than the rest)
   private final int[] bitDim;
   private final int[] bitLevel;
-  // scratch of one row: a model is decoded per thread (`of`), so only its thread uses them
-  private final long[] x;
+  // scratch of one row: a model is decoded per thread (`of`), so only its thread uses them; the `OfN` classes set
+  // `x[i]` to each column's coordinate (`set`), then take the words (`words`)
+  final long[] x;
   private final long[] out;
 
   /** The model of `encoded`: decoded once while the same array comes back (a literal is one array per task). */
@@ -161,6 +180,12 @@ public final class CurveWords {
     return low;
   }
 
+  /** Column `i`'s coordinate of `value` into the row's scratch; returns this, for `words`. */
+  CurveWords set(int i, Object value) {
+    x[i] = coordinate(columns[i], value);
+    return this;
+  }
+
   long coordinate(Column c, Object value) {
     if (value == null) {
       return top;
@@ -181,35 +206,79 @@ public final class CurveWords {
    *  (the bits are the data's: a branch on them is mispredicted half the time). */
   static void hilbertTranspose(long[] x, int bits) {
     int n = x.length;
+    if (n == 2) {
+      hilbertTranspose2(x, bits);
+      return;
+    }
+    long x0 = x[0];  // a local: every step changes it (through the array, each step waited for the last store)
     for (int q = bits - 1; q > 0; q--) {
       long low = (1L << q) - 1;
-      for (int i = 0; i < n; i++) {
-        long set = -((x[i] >>> q) & 1L);          // all ones where bit q of x[i] is set
-        long t = (x[0] ^ x[i]) & low & ~set;      // not set: swap the low bits of x[0] and x[i] (none for i = 0)
-        x[0] ^= (low & set) | t;                  // set: invert the low bits of x[0]
-        x[i] ^= t;
+      x0 ^= low & -((x0 >>> q) & 1L);             // i = 0: bit q set: invert the low bits of x[0] (no swap)
+      for (int i = 1; i < n; i++) {
+        long xi = x[i];
+        long set = -((xi >>> q) & 1L);            // all ones where bit q of x[i] is set
+        long t = (x0 ^ xi) & low & ~set;          // not set: swap the low bits of x[0] and x[i]
+        x0 ^= (low & set) | t;                    // set: invert the low bits of x[0]
+        x[i] = xi ^ t;
       }
     }
+    x[0] = x0;
     for (int i = 1; i < n; i++) {
       x[i] ^= x[i - 1];
     }
-    long t = 0;
-    for (int q = bits - 1; q > 0; q--) {
-      t ^= ((1L << q) - 1) & -((x[n - 1] >>> q) & 1L);
-    }
+    long t = gray(x[n - 1], bits);
     for (int i = 0; i < n; i++) {
       x[i] ^= t;
     }
   }
 
-  /** The words of one row (`CurveKeys.words`): interleaved coordinates, the file slot in the first's top bits. */
-  Object words(Object... values) {
-    int dims = columns.length;
-    for (int i = 0; i < dims; i++) {
-      x[i] = coordinate(columns[i], values[i]);
+  /** `hilbertTranspose` of two coordinates, in locals. */
+  static void hilbertTranspose2(long[] x, int bits) {
+    long x0 = x[0], x1 = x[1];
+    for (int q = bits - 1; q > 0; q--) {
+      long low = (1L << q) - 1;
+      x0 ^= low & -((x0 >>> q) & 1L);
+      long set = -((x1 >>> q) & 1L);
+      long t = (x0 ^ x1) & low & ~set;
+      x0 ^= (low & set) | t;
+      x1 ^= t;
     }
+    x1 ^= x0;
+    long t = gray(x1, bits);
+    x[0] = x0 ^ t;
+    x[1] = x1 ^ t;
+  }
+
+  /** The last step's mask: the low bits below every set bit q > 0 of `last`, XORed together. */
+  private static long gray(long last, int bits) {
+    long t = 0;
+    for (int q = bits - 1; q > 0; q--) {
+      t ^= ((1L << q) - 1) & -((last >>> q) & 1L);
+    }
+    return t;
+  }
+
+  /** The words of one row (`CurveKeys.words`) whose coordinates are in `x` (`set`): interleaved coordinates,
+   *  the file slot in the first's top bits. */
+  Object words() {
     if (hilbert) {
       hilbertTranspose(x, bits);
+    }
+    if (spread != null) {  // one word: coordinate i's bit at level l is the index's bit l * dims + (dims - 1 - i)
+      int dims = x.length;
+      long word = 0;
+      for (int i = 0; i < dims; i++) {
+        long c = x[i];
+        long spreadBits = 0;
+        for (int k = 0; k * 8 < bits; k++) {
+          spreadBits |= spread[(int) (c >>> (8 * k)) & 255] << (8 * k * dims);
+        }
+        word |= spreadBits << (dims - 1 - i);
+      }
+      if (slotBits > 0 && cuts.length > 0) {
+        word |= (long) cutsAtOrBelow(word) << (WORD_BITS - slotBits);
+      }
+      return word;
     }
     int p = 0;
     for (int w = 0; w < widths.length; w++) {
@@ -232,6 +301,17 @@ public final class CurveWords {
     return RowFactory.create(fields);
   }
 
+  /** How many cuts are at or below the one-word `key`: a branch-free search of the padded cuts (a padding
+   *  Long.MAX_VALUE counts only for a key of Long.MAX_VALUE, which every cut is at or below). */
+  int cutsAtOrBelow(long key) {
+    int position = 0;
+    for (int step = oneWordCuts.length >>> 1; step > 0; step >>>= 1) {
+      position += oneWordCuts[position + step - 1] <= key ? step : 0;
+    }
+    position += oneWordCuts[position] <= key ? 1 : 0;
+    return Math.min(position, cuts.length);
+  }
+
   /** How many cuts are at or below `key` (`keys.cuts_at_or_below`): the row's file slot. */
   int cutsAtOrBelow(long[] key) {
     int low = 0, high = cuts.length;
@@ -248,51 +328,51 @@ public final class CurveWords {
 
   public static final class Of1 implements UDF2<byte[], Object, Object> {
     public Object call(byte[] m, Object a) {
-      return of(m).words(a);
+      return of(m).set(0, a).words();
     }
   }
 
   public static final class Of2 implements UDF3<byte[], Object, Object, Object> {
     public Object call(byte[] m, Object a, Object b) {
-      return of(m).words(a, b);
+      return of(m).set(0, a).set(1, b).words();
     }
   }
 
   public static final class Of3 implements UDF4<byte[], Object, Object, Object, Object> {
     public Object call(byte[] m, Object a, Object b, Object c) {
-      return of(m).words(a, b, c);
+      return of(m).set(0, a).set(1, b).set(2, c).words();
     }
   }
 
   public static final class Of4 implements UDF5<byte[], Object, Object, Object, Object, Object> {
     public Object call(byte[] m, Object a, Object b, Object c, Object d) {
-      return of(m).words(a, b, c, d);
+      return of(m).set(0, a).set(1, b).set(2, c).set(3, d).words();
     }
   }
 
   public static final class Of5 implements UDF6<byte[], Object, Object, Object, Object, Object, Object> {
     public Object call(byte[] m, Object a, Object b, Object c, Object d, Object e) {
-      return of(m).words(a, b, c, d, e);
+      return of(m).set(0, a).set(1, b).set(2, c).set(3, d).set(4, e).words();
     }
   }
 
   public static final class Of6 implements UDF7<byte[], Object, Object, Object, Object, Object, Object, Object> {
     public Object call(byte[] m, Object a, Object b, Object c, Object d, Object e, Object f) {
-      return of(m).words(a, b, c, d, e, f);
+      return of(m).set(0, a).set(1, b).set(2, c).set(3, d).set(4, e).set(5, f).words();
     }
   }
 
   public static final class Of7
       implements UDF8<byte[], Object, Object, Object, Object, Object, Object, Object, Object> {
     public Object call(byte[] m, Object a, Object b, Object c, Object d, Object e, Object f, Object g) {
-      return of(m).words(a, b, c, d, e, f, g);
+      return of(m).set(0, a).set(1, b).set(2, c).set(3, d).set(4, e).set(5, f).set(6, g).words();
     }
   }
 
   public static final class Of8
       implements UDF9<byte[], Object, Object, Object, Object, Object, Object, Object, Object, Object> {
     public Object call(byte[] m, Object a, Object b, Object c, Object d, Object e, Object f, Object g, Object h) {
-      return of(m).words(a, b, c, d, e, f, g, h);
+      return of(m).set(0, a).set(1, b).set(2, c).set(3, d).set(4, e).set(5, f).set(6, g).set(7, h).words();
     }
   }
 }

@@ -51,6 +51,7 @@ def frame(spark: Any) -> Any:
     ("ZORDER", "SAMPLE", ("s", "i", "d"), 5, 64),  # few ranges: many values per rank, heavy values
     ("HILBERT", "SAMPLE", ("s", "t", "day", "m", "i", "f", "b"), 16, 256),
     ("HILBERT", "SAMPLE", ("s", "a"), 3, 2),
+    ("HILBERT", "SAMPLE", ("a", "d", "i"), 64, 1024),  # three in one word, 63 cuts (a power of two padded)
     ("ZORDER", "DIRECT", ("a", "d", "s"), 1, 1024),  # 3 x 64 bits: four words
     ("HILBERT", "DIRECT", ("a", "d", "s", "t"), 12, 1024),
     ("ZORDER", "DIRECT", ("i", "day"), 8, 1024),
