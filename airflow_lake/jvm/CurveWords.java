@@ -261,6 +261,9 @@ public final class CurveWords {
   /** The words of one row (`CurveKeys.words`) whose coordinates are in `x` (`set`): interleaved coordinates,
    *  the file slot in the first's top bits. */
   Object words() {
+    if (spread != null && hilbert && x.length == 2) {  // two coordinates in one word: by table, levels at a time
+      return slotted(hilbert2Word(x[0], x[1], bits));
+    }
     if (hilbert) {
       hilbertTranspose(x, bits);
     }
@@ -275,10 +278,7 @@ public final class CurveWords {
         }
         word |= spreadBits << (dims - 1 - i);
       }
-      if (slotBits > 0 && cuts.length > 0) {
-        word |= (long) cutsAtOrBelow(word) << (WORD_BITS - slotBits);
-      }
-      return word;
+      return slotted(word);
     }
     int p = 0;
     for (int w = 0; w < widths.length; w++) {
@@ -299,6 +299,75 @@ public final class CurveWords {
       fields[i] = out[i];
     }
     return RowFactory.create(fields);
+  }
+
+  /** A one-word key with its file slot in the top bits. */
+  private long slotted(long word) {
+    return slotBits > 0 && cuts.length > 0 ? word | (long) cutsAtOrBelow(word) << (WORD_BITS - slotBits) : word;
+  }
+
+  /** `hilbertTranspose` + the interleave of two coordinates of `bits` <= 31 bits, by `HILBERT2`: up to four
+   *  levels per lookup, from the top. */
+  static long hilbert2Word(long x0, long x1, int bits) {
+    long word = 0;
+    int state = 0;
+    int level = bits;
+    for (int k = bits % 4 == 0 ? 4 : bits % 4; level > 0; k = 4) {
+      level -= k;
+      int mask = (1 << k) - 1;
+      int in = (int) ((x0 >>> level) & mask) << k | (int) ((x1 >>> level) & mask);
+      int entry = HILBERT2[k][state << (2 * k) | in];
+      word = (word << (2 * k)) | (entry & 0xFF);
+      state = entry >>> 8;
+    }
+    return word;
+  }
+
+  /*
+   * Skilling's transform of two coordinates and the interleave, as a state machine over the levels from the top
+   * (the same words as `hilbertTranspose` + the interleave; test_jvm_words). At level q, with (a, b) the bits of
+   * x[0], x[1] there after the higher levels' steps: a set inverts the lower bits of x[0]; then b set inverts
+   * them again, b clear swaps the lower bits of x[0] and x[1]. So the lower levels' bits are the raw ones,
+   * swapped or not (`s`), XORed with one mask bit per coordinate (`m0`, `m1`). The Gray step after it
+   * (x[1] ^= x[0], then both ^= the XOR of x[1]'s higher bits) needs one more bit: the parity `p` of a ^ b over
+   * the levels above. A state is s | m0 << 1 | m1 << 2 | p << 3. HILBERT2[k] maps (state, k levels of x[0] then
+   * k of x[1]) to the 2k interleaved bits and the next state (<< 8).
+   */
+  static final int[][] HILBERT2 = hilbert2Tables();
+
+  private static int[][] hilbert2Tables() {
+    int[][] tables = new int[5][];
+    for (int k = 1; k <= 4; k++) {
+      int[] table = new int[16 << (2 * k)];
+      for (int start = 0; start < 16; start++) {
+        for (int in = 0; in < 1 << (2 * k); in++) {
+          int state = start;
+          int out = 0;
+          for (int level = k - 1; level >= 0; level--) {
+            int r0 = (in >>> (k + level)) & 1;
+            int r1 = (in >>> level) & 1;
+            int s = state & 1, m0 = (state >>> 1) & 1, m1 = (state >>> 2) & 1, p = (state >>> 3) & 1;
+            int a = (s == 1 ? r1 : r0) ^ m0;
+            int b = (s == 1 ? r0 : r1) ^ m1;
+            out = (out << 2) | ((a ^ p) << 1) | (a ^ b ^ p);
+            p ^= a ^ b;
+            m0 ^= a;
+            if (b == 1) {
+              m0 ^= 1;
+            } else {
+              s ^= 1;
+              int swapped = m0;
+              m0 = m1;
+              m1 = swapped;
+            }
+            state = s | m0 << 1 | m1 << 2 | p << 3;
+          }
+          table[start << (2 * k) | in] = out | state << 8;
+        }
+      }
+      tables[k] = table;
+    }
+    return tables;
   }
 
   /** How many cuts are at or below the one-word `key`: a branch-free search of the padded cuts (a padding
