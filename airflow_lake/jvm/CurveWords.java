@@ -206,11 +206,8 @@ public final class CurveWords {
    *  (the bits are the data's: a branch on them is mispredicted half the time). */
   static void hilbertTranspose(long[] x, int bits) {
     int n = x.length;
-    if (n == 2) {
-      hilbertTranspose2(x, bits);
-      return;
-    }
-    long x0 = x[0];  // a local: every step changes it (through the array, each step waited for the last store)
+    long x0 = x[0];  // a local: every step changes it (through the array, each step waited for the last store;
+                     // two columns in one word take `hilbert2Word` instead)
     for (int q = bits - 1; q > 0; q--) {
       long low = (1L << q) - 1;
       x0 ^= low & -((x0 >>> q) & 1L);             // i = 0: bit q set: invert the low bits of x[0] (no swap)
@@ -230,23 +227,6 @@ public final class CurveWords {
     for (int i = 0; i < n; i++) {
       x[i] ^= t;
     }
-  }
-
-  /** `hilbertTranspose` of two coordinates, in locals. */
-  static void hilbertTranspose2(long[] x, int bits) {
-    long x0 = x[0], x1 = x[1];
-    for (int q = bits - 1; q > 0; q--) {
-      long low = (1L << q) - 1;
-      x0 ^= low & -((x0 >>> q) & 1L);
-      long set = -((x1 >>> q) & 1L);
-      long t = (x0 ^ x1) & low & ~set;
-      x0 ^= (low & set) | t;
-      x1 ^= t;
-    }
-    x1 ^= x0;
-    long t = gray(x1, bits);
-    x[0] = x0 ^ t;
-    x[1] = x1 ^ t;
   }
 
   /** The last step's mask: the low bits below every set bit q > 0 of `last`, XORed together. */
